@@ -1,0 +1,236 @@
+"""Pydantic schema for catalog files (built-in and user overlays). Edge only: converts to the
+frozen SI dataclasses of ``clustertwin.hardware`` once. ``extra="forbid"`` everywhere, and every
+entry must say where its numbers come from (``source``; per-field ``sources`` override it;
+``assumed`` marks numbers that are assumptions, with the reason)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
+
+from .. import units
+from ..hardware import Accelerator, ScaleOutTech, ScaleUpTech, SystemSpec
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    source: str = Field(min_length=3, description="URL or paper + table for the numbers of this entry")
+    sources: dict[str, str] = Field(default_factory=dict, description="field -> citation, overrides `source`")
+    assumed: dict[str, str] = Field(default_factory=dict, description="field -> why this number is an assumption")
+
+    @model_validator(mode="after")
+    def _check_fields_named(self) -> _Entry:
+        known = set(type(self).model_fields)
+        for key in list(self.sources) + list(self.assumed):
+            if key not in known:
+                raise ValueError(f"'sources'/'assumed' names field {key!r}, which this entry does not have")
+        return self
+
+    def field_sources(self) -> dict[str, str]:
+        out = {}
+        for name in type(self).model_fields:
+            if name in ("name", "source", "sources", "assumed"):
+                continue
+            if getattr(self, name) is None:
+                continue
+            out[name] = self.sources.get(name, self.source)
+        return out
+
+
+class AcceleratorIn(_Entry):
+    vendor: str
+    arch: str
+    peak_tflops: dict[str, PositiveFloat] = Field(description="dtype -> dense TFLOP/s")
+    hbm_gb: PositiveFloat
+    hbm_tbps: PositiveFloat
+    scaleup_gbps_uni: NonNegativeFloat = Field(description="GB/s per direction on the native scale-up link")
+    tdp_w: PositiveFloat | None = None
+    num_sms: PositiveInt | None = None
+    mamf_fraction: dict[str, PositiveFloat] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_dtypes(self) -> AcceleratorIn:
+        from ..hardware import DTYPES
+
+        for d in list(self.peak_tflops) + list(self.mamf_fraction):
+            if d not in DTYPES:
+                raise ValueError(f"unknown dtype {d!r}; use one of {', '.join(DTYPES)}")
+        for d, f in self.mamf_fraction.items():
+            if f > 1:
+                raise ValueError(f"mamf_fraction[{d}] = {f} is above 1 (it is a fraction of peak)")
+        if "bf16" not in self.peak_tflops and "fp16" not in self.peak_tflops:
+            raise ValueError("peak_tflops needs at least bf16 or fp16")
+        return self
+
+    def to_spec(self, id: str) -> Accelerator:
+        return Accelerator(
+            id=id,
+            name=self.name,
+            vendor=self.vendor,
+            arch=self.arch,
+            peak_flops={k: v * units.TFLOPS for k, v in self.peak_tflops.items()},
+            hbm_bytes=self.hbm_gb * units.GB,
+            hbm_bw=self.hbm_tbps * units.TB,
+            scaleup_bw=self.scaleup_gbps_uni * units.GB,
+            tdp_w=self.tdp_w,
+            num_sms=self.num_sms,
+            mamf_fraction=dict(self.mamf_fraction),
+            sources=self.field_sources(),
+            assumptions=dict(self.assumed),
+        )
+
+
+class ScaleUpIn(_Entry):
+    topology: str
+    gbps_per_device_uni: NonNegativeFloat
+    latency_us: NonNegativeFloat
+    max_domain: PositiveInt
+    in_network_reduction: bool = False
+    memory_semantic: bool = True
+
+    @model_validator(mode="after")
+    def _check_topology(self) -> ScaleUpIn:
+        allowed = ("switched", "full-mesh", "torus-2d", "torus-3d", "pcie", "clos-2tier")
+        if self.topology not in allowed:
+            raise ValueError(f"topology {self.topology!r} is not one of {', '.join(allowed)}")
+        return self
+
+    def to_spec(self, id: str) -> ScaleUpTech:
+        return ScaleUpTech(
+            id=id,
+            name=self.name,
+            topology=self.topology,
+            bw_per_device=self.gbps_per_device_uni * units.GB,
+            latency_s=self.latency_us * units.US,
+            max_domain=self.max_domain,
+            in_network_reduction=self.in_network_reduction,
+            memory_semantic=self.memory_semantic,
+            sources=self.field_sources(),
+            assumptions=dict(self.assumed),
+        )
+
+
+class ScaleOutIn(_Entry):
+    kind: str
+    port_gbps: PositiveFloat = Field(description="line rate per NIC port, Gb/s")
+    switch_radix: PositiveInt
+    hop_latency_us: NonNegativeFloat
+    nic_latency_us: NonNegativeFloat
+    protocol_efficiency: float = Field(gt=0, le=1)
+    sharp: bool = False
+    adaptive_routing: bool = False
+    packet_spraying: bool = False
+    switch_power_w: PositiveFloat | None = None
+    switch_price_usd: PositiveFloat | None = None
+    nic_power_w: PositiveFloat | None = None
+    nic_price_usd: PositiveFloat | None = None
+    transceiver_power_w: PositiveFloat | None = None
+    transceiver_price_usd: PositiveFloat | None = None
+    cable_price_usd: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> ScaleOutIn:
+        if self.kind not in ("infiniband", "roce", "ethernet"):
+            raise ValueError(f"kind {self.kind!r} is not one of infiniband, roce, ethernet")
+        return self
+
+    def to_spec(self, id: str) -> ScaleOutTech:
+        return ScaleOutTech(
+            id=id,
+            name=self.name,
+            kind=self.kind,
+            port_bw=units.gbps_to_bytes_per_s(self.port_gbps),
+            switch_radix=self.switch_radix,
+            hop_latency_s=self.hop_latency_us * units.US,
+            nic_latency_s=self.nic_latency_us * units.US,
+            protocol_efficiency=self.protocol_efficiency,
+            sharp=self.sharp,
+            adaptive_routing=self.adaptive_routing,
+            packet_spraying=self.packet_spraying,
+            switch_power_w=self.switch_power_w,
+            switch_price_usd=self.switch_price_usd,
+            nic_power_w=self.nic_power_w,
+            nic_price_usd=self.nic_price_usd,
+            transceiver_power_w=self.transceiver_power_w,
+            transceiver_price_usd=self.transceiver_price_usd,
+            cable_price_usd=self.cable_price_usd,
+            sources=self.field_sources(),
+            assumptions=dict(self.assumed),
+        )
+
+
+class SystemIn(_Entry):
+    accelerator: str
+    scaleup: str
+    devices_per_domain: PositiveInt
+    devices_per_host: PositiveInt
+    scaleup_gbps_per_device_uni: NonNegativeFloat | None = None  # default: the accelerator's
+    scaleup_topology: str | None = None  # default: the scale-up tech's
+    nics_per_host: int = Field(ge=0)
+    nic_gbps: NonNegativeFloat
+    default_scaleout: str
+    cpus_per_host: int = Field(default=2, ge=0)
+    scaleup_switches_per_domain: int = Field(default=0, ge=0)
+    supported_domain_sizes: list[PositiveInt] = Field(default_factory=list)
+    host_power_w: PositiveFloat | None = None
+    domain_overhead_power_w: NonNegativeFloat | None = None
+    price_usd_per_device: PositiveFloat | None = None
+    bom: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> SystemIn:
+        if self.devices_per_domain % self.devices_per_host and self.devices_per_host % self.devices_per_domain:
+            raise ValueError(
+                f"devices_per_domain ({self.devices_per_domain}) and devices_per_host "
+                f"({self.devices_per_host}) must divide one another"
+            )
+        return self
+
+    def to_spec(self, id: str, acc: Accelerator, up: ScaleUpTech) -> SystemSpec:
+        bw = self.scaleup_gbps_per_device_uni
+        return SystemSpec(
+            id=id,
+            name=self.name,
+            accelerator=acc,
+            scaleup=up,
+            devices_per_domain=self.devices_per_domain,
+            devices_per_host=self.devices_per_host,
+            scaleup_bw_per_device=(bw * units.GB) if bw is not None else acc.scaleup_bw,
+            scaleup_topology=self.scaleup_topology or up.topology,
+            nics_per_host=self.nics_per_host,
+            nic_bw=units.gbps_to_bytes_per_s(self.nic_gbps),
+            default_scaleout=self.default_scaleout,
+            cpus_per_host=self.cpus_per_host,
+            scaleup_switches_per_domain=self.scaleup_switches_per_domain,
+            supported_domain_sizes=tuple(self.supported_domain_sizes),
+            host_power_w=self.host_power_w,
+            domain_overhead_power_w=self.domain_overhead_power_w,
+            price_usd_per_device=self.price_usd_per_device,
+            bom=dict(self.bom),
+            sources=self.field_sources(),
+            assumptions=dict(self.assumed),
+        )
+
+
+class CatalogFile(BaseModel):
+    """One catalog file. Every section is optional so overlays can add just one entry."""
+
+    model_config = ConfigDict(extra="forbid")
+    version: str | None = None
+    accelerators: dict[str, AcceleratorIn] = Field(default_factory=dict)
+    scaleup: dict[str, ScaleUpIn] = Field(default_factory=dict)
+    scaleout: dict[str, ScaleOutIn] = Field(default_factory=dict)
+    systems: dict[str, SystemIn] = Field(default_factory=dict)
+    # Free-form calibration sections owned by the engines (e.g. collectives fits written by
+    # `clustertwin calibrate`); each engine validates its own section.
+    calibration: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -1,0 +1,59 @@
+"""The ``clustertwin`` command line. Thin: parse, call ``clustertwin.api``, render.
+
+Errors: ``InputError`` -> one paragraph on stderr, exit 2; any other exception -> a short
+message on stderr, exit 1 (set ``CLUSTERTWIN_DEBUG=1`` for the traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from ..errors import InputError
+
+# Command modules register themselves on ``app`` when imported. One module per area, so that
+# each area's commands live next to nothing else.
+from . import catalog_cmd  # noqa: E402,F401
+from ._common import app, console_err
+
+_OPTIONAL_MODULES = (
+    "cluster_cmd",
+    "estimate_cmd",
+    "collective_cmd",
+    "fabric_cmd",
+    "plan_cmd",
+    "reliability_cmd",
+)
+for _name in _OPTIONAL_MODULES:
+    try:
+        __import__(f"{__name__}.{_name}")
+    except ModuleNotFoundError as _exc:  # area not built yet
+        if _exc.name != f"{__name__}.{_name}":
+            raise
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, standalone_mode=True, prog_name="clustertwin")
+    except InputError as exc:
+        console_err.print(f"[bold red]error:[/] {exc.render()}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        console_err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # our bug: short message, no traceback unless asked
+        if os.environ.get("CLUSTERTWIN_DEBUG"):
+            raise
+        console_err.print(
+            f"[bold red]internal error:[/] {type(exc).__name__}: {exc}\n"
+            "This is a ClusterTwin bug; rerun with CLUSTERTWIN_DEBUG=1 for the traceback and report it.",
+            highlight=False,
+        )
+        sys.exit(1)
+
+
+__all__ = ["app", "main", "typer"]

@@ -1,0 +1,78 @@
+"""Shared CLI pieces: the typer app, consoles, common options and JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ..errors import InputError
+
+app = typer.Typer(
+    name="clustertwin",
+    help="ClusterTwin: a digital twin of AI training clusters (scale-up + scale-out, workloads, cost).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+console = Console(highlight=False, soft_wrap=False)
+console_err = Console(stderr=True, highlight=False)
+
+# Shared option types: one spelling everywhere (see docs/architecture.md, "Contracts").
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")]
+CatalogOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--catalog", help="Extra catalog YAML file(s) (repeatable); also CLUSTERTWIN_CATALOG."),
+]
+
+
+def _default(o: Any) -> Any:
+    if is_dataclass(o) and not isinstance(o, type):
+        return asdict(o)
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "model_dump"):
+        return o.model_dump()
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _clean(o: Any) -> Any:
+    """Replace NaN/inf (not valid JSON) with None, recursively."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+def emit_json(obj: Any) -> None:
+    """Print exactly one JSON document on stdout."""
+    text = json.dumps(_clean(json.loads(json.dumps(obj, default=_default))), indent=2, allow_nan=False)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def catalog_from(paths: list[Path] | None):
+    from ..catalog import load_catalog
+
+    return load_catalog(paths or ())
+
+
+def require_positive(name: str, value: float | int | None) -> None:
+    if value is not None and value <= 0:
+        raise InputError(f"{name} must be positive, got {value}", hint=f"pass a value above zero to {name}")

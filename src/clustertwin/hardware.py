@@ -1,0 +1,135 @@
+"""Frozen hardware specs in SI units. No I/O here: the catalog builds these from sourced YAML.
+
+Units: FLOP/s, bytes, bytes/s (per direction unless the name says otherwise), seconds, watts, USD.
+Every spec keeps ``sources`` (field -> citation) and ``assumptions`` (field -> why it is assumed),
+so any number can be traced and assumed numbers can be flagged in output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp4", "int8")
+ScaleUpTopology = Literal["switched", "full-mesh", "torus-2d", "torus-3d", "pcie", "clos-2tier"]
+ScaleOutTopology = Literal["fat-tree", "rail", "dual-plane"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accelerator:
+    """One accelerator package (a GPU, an NPU, an XPU)."""
+
+    id: str
+    name: str
+    vendor: str
+    arch: str  # ampere, hopper, blackwell, blackwell-ultra, cdna3, cdna4, davinci, kunlun ...
+    peak_flops: Mapping[str, float]  # dtype -> dense FLOP/s
+    hbm_bytes: float
+    hbm_bw: float  # bytes/s
+    scaleup_bw: float  # bytes/s per direction, per device, on its native scale-up fabric
+    tdp_w: float | None = None
+    num_sms: int | None = None  # streaming multiprocessors / AI cores (wave quantisation)
+    mamf_fraction: Mapping[str, float] = field(default_factory=dict)  # measured max achievable matmul / peak, per dtype
+    sources: Mapping[str, str] = field(default_factory=dict)
+    assumptions: Mapping[str, str] = field(default_factory=dict)
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak for ``dtype``; falls back to the closest precision the chip runs.
+
+        mxfp8 falls back to fp8, nvfp4 to fp4, fp16 to bf16 and vice versa. Returns 0 when the
+        chip cannot run the precision at all (e.g. fp8 on A100).
+        """
+        order = {
+            "mxfp8": ("mxfp8", "fp8"),
+            "fp8": ("fp8",),
+            "nvfp4": ("nvfp4", "fp4"),
+            "fp4": ("fp4", "nvfp4"),
+            "fp16": ("fp16", "bf16"),
+            "bf16": ("bf16", "fp16"),
+        }.get(dtype, (dtype,))
+        for d in order:
+            v = self.peak_flops.get(d)
+            if v:
+                return float(v)
+        return 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleUpTech:
+    """A scale-up link/fabric technology (NVLink+NVSwitch, Infinity Fabric, UB, UALink, PCIe ...)."""
+
+    id: str
+    name: str
+    topology: str  # one of ScaleUpTopology
+    bw_per_device: float  # bytes/s per direction per device (typical product)
+    latency_s: float  # one hop (device -> switch -> device, or direct link)
+    max_domain: int  # largest domain the technology addresses
+    in_network_reduction: bool = False  # NVLS-like multicast/reduce in the switch
+    memory_semantic: bool = True
+    sources: Mapping[str, str] = field(default_factory=dict)
+    assumptions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleOutTech:
+    """A scale-out network technology (InfiniBand NDR, RoCEv2 400G, Spectrum-X, Ethernet TCP ...)."""
+
+    id: str
+    name: str
+    kind: str  # infiniband | roce | ethernet
+    port_bw: float  # bytes/s per direction per NIC port (line rate)
+    switch_radix: int  # ports per switch at this speed
+    hop_latency_s: float  # per switch hop
+    nic_latency_s: float  # end-host (NIC + software) one-way latency
+    protocol_efficiency: float  # achievable fraction of line rate for large transfers
+    sharp: bool = False  # in-network reduction (IB SHARP)
+    adaptive_routing: bool = False
+    packet_spraying: bool = False
+    switch_power_w: float | None = None
+    switch_price_usd: float | None = None
+    nic_power_w: float | None = None
+    nic_price_usd: float | None = None
+    transceiver_power_w: float | None = None
+    transceiver_price_usd: float | None = None
+    cable_price_usd: float | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+    assumptions: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemSpec:
+    """A scale-up system: the unit that is repeated to build a cluster (a server, a rack, a supernode).
+
+    ``devices_per_domain`` is the scale-up (NVLink/UB/...) domain size; ``devices_per_host`` the
+    accelerators per OS host (4 per NVL72 compute tray, 8 per HGX server).
+    """
+
+    id: str
+    name: str
+    accelerator: Accelerator
+    scaleup: ScaleUpTech
+    devices_per_domain: int
+    devices_per_host: int
+    scaleup_bw_per_device: float  # bytes/s per direction (may be lower than the tech's, e.g. H800)
+    scaleup_topology: str  # switched | full-mesh | torus-2d | torus-3d | pcie | clos-2tier
+    nics_per_host: int
+    nic_bw: float  # bytes/s per direction per NIC
+    default_scaleout: str  # ScaleOutTech id
+    cpus_per_host: int = 2
+    scaleup_switches_per_domain: int = 0
+    supported_domain_sizes: tuple[int, ...] = ()  # partitions a user may ask for (empty: only full)
+    host_power_w: float | None = None  # everything in a host except the accelerators
+    domain_overhead_power_w: float | None = None  # switch trays, power shelves, fans per domain
+    price_usd_per_device: float | None = None
+    bom: Mapping[str, Any] = field(default_factory=dict)  # system-specific bill-of-materials facts (trays, optics ...)
+    sources: Mapping[str, str] = field(default_factory=dict)
+    assumptions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def hosts_per_domain(self) -> int:
+        return max(1, self.devices_per_domain // self.devices_per_host)
+
+    @property
+    def nic_bw_per_device(self) -> float:
+        return self.nics_per_host * self.nic_bw / self.devices_per_host
