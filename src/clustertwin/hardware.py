@@ -116,6 +116,8 @@ class SystemSpec:
     nics_per_host: int
     nic_bw: float  # bytes/s per direction per NIC
     default_scaleout: str  # ScaleOutTech id
+    frontend_nics_per_host: int = 0  # front-end / storage network NICs (third network layer)
+    frontend_nic_bw: float | None = None  # bytes/s per direction per front-end NIC
     cpus_per_host: int = 2
     scaleup_switches_per_domain: int = 0
     supported_domain_sizes: tuple[int, ...] = ()  # partitions a user may ask for (empty: only full)

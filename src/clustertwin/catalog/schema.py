@@ -5,7 +5,7 @@ entry must say where its numbers come from (``source``; per-field ``sources`` ov
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import (
     BaseModel,
@@ -28,26 +28,48 @@ class _Entry(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict, description="field -> citation, overrides `source`")
     assumed: dict[str, str] = Field(default_factory=dict, description="field -> why this number is an assumption")
 
+    # YAML field name -> name of the field on the frozen spec (``hardware.py``), so that
+    # ``spec.sources`` / ``spec.assumptions`` are keyed by the names ``catalog show`` displays.
+    SPEC_NAMES: ClassVar[dict[str, str]] = {}
+
     @model_validator(mode="after")
     def _check_fields_named(self) -> _Entry:
         known = set(type(self).model_fields)
+        bom = getattr(self, "bom", None) or {}
         for key in list(self.sources) + list(self.assumed):
-            if key not in known:
+            if key.startswith("bom.") and key[4:] in bom:
+                continue
+            if key not in known or key in ("name", "source", "sources", "assumed"):
                 raise ValueError(f"'sources'/'assumed' names field {key!r}, which this entry does not have")
         return self
 
+    def _spec_key(self, key: str) -> str:
+        return self.SPEC_NAMES.get(key, key)
+
     def field_sources(self) -> dict[str, str]:
+        """Source of every field that has a value, keyed by the spec field name (plus ``bom.KEY``)."""
         out = {}
         for name in type(self).model_fields:
             if name in ("name", "source", "sources", "assumed"):
                 continue
-            if getattr(self, name) is None:
+            value = getattr(self, name)
+            if value is None:
                 continue
-            out[name] = self.sources.get(name, self.source)
+            if name == "bom":
+                for k in value:
+                    out[f"bom.{k}"] = self.sources.get(f"bom.{k}", self.source)
+                continue
+            out[self._spec_key(name)] = self.sources.get(name, self.source)
         return out
+
+    def field_assumptions(self) -> dict[str, str]:
+        return {self._spec_key(k): v for k, v in self.assumed.items()}
 
 
 class AcceleratorIn(_Entry):
+    SPEC_NAMES: ClassVar[dict[str, str]] = {
+        "peak_tflops": "peak_flops", "hbm_gb": "hbm_bytes", "hbm_tbps": "hbm_bw", "scaleup_gbps_uni": "scaleup_bw",
+    }
     vendor: str
     arch: str
     peak_tflops: dict[str, PositiveFloat] = Field(description="dtype -> dense TFLOP/s")
@@ -86,11 +108,12 @@ class AcceleratorIn(_Entry):
             num_sms=self.num_sms,
             mamf_fraction=dict(self.mamf_fraction),
             sources=self.field_sources(),
-            assumptions=dict(self.assumed),
+            assumptions=self.field_assumptions(),
         )
 
 
 class ScaleUpIn(_Entry):
+    SPEC_NAMES: ClassVar[dict[str, str]] = {"gbps_per_device_uni": "bw_per_device", "latency_us": "latency_s"}
     topology: str
     gbps_per_device_uni: NonNegativeFloat
     latency_us: NonNegativeFloat
@@ -116,11 +139,14 @@ class ScaleUpIn(_Entry):
             in_network_reduction=self.in_network_reduction,
             memory_semantic=self.memory_semantic,
             sources=self.field_sources(),
-            assumptions=dict(self.assumed),
+            assumptions=self.field_assumptions(),
         )
 
 
 class ScaleOutIn(_Entry):
+    SPEC_NAMES: ClassVar[dict[str, str]] = {
+        "port_gbps": "port_bw", "hop_latency_us": "hop_latency_s", "nic_latency_us": "nic_latency_s",
+    }
     kind: str
     port_gbps: PositiveFloat = Field(description="line rate per NIC port, Gb/s")
     switch_radix: PositiveInt
@@ -165,11 +191,15 @@ class ScaleOutIn(_Entry):
             transceiver_price_usd=self.transceiver_price_usd,
             cable_price_usd=self.cable_price_usd,
             sources=self.field_sources(),
-            assumptions=dict(self.assumed),
+            assumptions=self.field_assumptions(),
         )
 
 
 class SystemIn(_Entry):
+    SPEC_NAMES: ClassVar[dict[str, str]] = {
+        "scaleup_gbps_per_device_uni": "scaleup_bw_per_device", "nic_gbps": "nic_bw",
+        "frontend_nic_gbps": "frontend_nic_bw",
+    }
     accelerator: str
     scaleup: str
     devices_per_domain: PositiveInt
@@ -178,6 +208,8 @@ class SystemIn(_Entry):
     scaleup_topology: str | None = None  # default: the scale-up tech's
     nics_per_host: int = Field(ge=0)
     nic_gbps: NonNegativeFloat
+    frontend_nics_per_host: int = Field(default=0, ge=0, description="front-end / storage NICs per host")
+    frontend_nic_gbps: PositiveFloat | None = None
     default_scaleout: str
     cpus_per_host: int = Field(default=2, ge=0)
     scaleup_switches_per_domain: int = Field(default=0, ge=0)
@@ -189,6 +221,16 @@ class SystemIn(_Entry):
 
     @model_validator(mode="after")
     def _check_shape(self) -> SystemIn:
+        for k, v in self.bom.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise ValueError(f"bom.{k} must be a number or a short text, got {type(v).__name__}")
+            if isinstance(v, (int, float)) and v < 0:
+                raise ValueError(f"bom.{k} = {v} is negative")
+        for size in self.supported_domain_sizes:
+            if size > self.devices_per_domain:
+                raise ValueError(
+                    f"supported_domain_sizes has {size}, larger than devices_per_domain ({self.devices_per_domain})"
+                )
         if self.devices_per_domain % self.devices_per_host and self.devices_per_host % self.devices_per_domain:
             raise ValueError(
                 f"devices_per_domain ({self.devices_per_domain}) and devices_per_host "
@@ -198,6 +240,14 @@ class SystemIn(_Entry):
 
     def to_spec(self, id: str, acc: Accelerator, up: ScaleUpTech) -> SystemSpec:
         bw = self.scaleup_gbps_per_device_uni
+        sources = self.field_sources()
+        if bw is None:  # inherited from the accelerator: cite the accelerator's source
+            sources["scaleup_bw_per_device"] = f"accelerator {acc.id}: {acc.sources.get('scaleup_bw', '')}"
+        assumptions = self.field_assumptions()
+        if bw is None and "scaleup_bw" in acc.assumptions:
+            assumptions.setdefault("scaleup_bw_per_device", f"accelerator {acc.id}: {acc.assumptions['scaleup_bw']}")
+        if self.scaleup_topology is None:
+            sources["scaleup_topology"] = f"scale-up fabric {up.id}: {up.sources.get('topology', '')}"
         return SystemSpec(
             id=id,
             name=self.name,
@@ -209,6 +259,9 @@ class SystemIn(_Entry):
             scaleup_topology=self.scaleup_topology or up.topology,
             nics_per_host=self.nics_per_host,
             nic_bw=units.gbps_to_bytes_per_s(self.nic_gbps),
+            frontend_nics_per_host=self.frontend_nics_per_host,
+            frontend_nic_bw=(units.gbps_to_bytes_per_s(self.frontend_nic_gbps)
+                             if self.frontend_nic_gbps is not None else None),
             default_scaleout=self.default_scaleout,
             cpus_per_host=self.cpus_per_host,
             scaleup_switches_per_domain=self.scaleup_switches_per_domain,
@@ -217,8 +270,8 @@ class SystemIn(_Entry):
             domain_overhead_power_w=self.domain_overhead_power_w,
             price_usd_per_device=self.price_usd_per_device,
             bom=dict(self.bom),
-            sources=self.field_sources(),
-            assumptions=dict(self.assumed),
+            sources=sources,
+            assumptions=assumptions,
         )
 
 

@@ -17,6 +17,49 @@ app.add_typer(catalog_app, name="catalog")
 KINDS = ("accelerators", "systems", "fabrics")
 
 
+# Display units for SI fields of the specs: field name -> (unit label, divisor).
+_HUMAN: dict[str, tuple[str, float]] = {
+    "peak_flops": ("TFLOP/s", 1e12),
+    "hbm_bytes": ("GB", 1e9),
+    "hbm_bw": ("TB/s", 1e12),
+    "scaleup_bw": ("GB/s per direction", 1e9),
+    "bw_per_device": ("GB/s per direction", 1e9),
+    "scaleup_bw_per_device": ("GB/s per direction", 1e9),
+    "latency_s": ("us", 1e-6),
+    "hop_latency_s": ("us", 1e-6),
+    "nic_latency_s": ("us", 1e-6),
+    "port_bw": ("Gb/s", 1.25e8),
+    "nic_bw": ("Gb/s", 1.25e8),
+    "frontend_nic_bw": ("Gb/s", 1.25e8),
+    "tdp_w": ("W", 1.0),
+    "host_power_w": ("W", 1.0),
+    "domain_overhead_power_w": ("W", 1.0),
+    "switch_power_w": ("W", 1.0),
+    "nic_power_w": ("W", 1.0),
+    "transceiver_power_w": ("W", 1.0),
+    "switch_price_usd": ("USD", 1.0),
+    "nic_price_usd": ("USD", 1.0),
+    "transceiver_price_usd": ("USD", 1.0),
+    "cable_price_usd": ("USD", 1.0),
+    "price_usd_per_device": ("USD", 1.0),
+}
+
+
+def _human(name: str, value: Any) -> str:
+    """Render one field in the units engineers quote (SI inside, see units.py)."""
+    unit = _HUMAN.get(name)
+    if unit is None or value is None:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}" for k, v in value.items())
+        if isinstance(value, float):
+            return f"{value:g}"
+        return str(value)
+    label, div = unit
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v / div:g}" for k, v in value.items()) + f" {label}"
+    return f"{value / div:g} {label}"
+
+
 def _to_dict(spec: Any) -> dict:
     out: dict[str, Any] = {}
     for f in fields(spec):
@@ -101,15 +144,19 @@ def show_cmd(
                 emit_json(d)
                 return
             t = Table(title=f"{kind} {id}", show_header=True)
-            t.add_column("field")
+            t.add_column("field", no_wrap=True)
             t.add_column("value")
             t.add_column("source / assumption")
             srcs, assumed = d.get("sources", {}), d.get("assumptions", {})
             for k, v in d.items():
-                if k in ("sources", "assumptions", "kind"):
+                if k in ("sources", "assumptions", "kind", "bom"):
                     continue
                 note = f"ASSUMED: {assumed[k]}" if k in assumed else srcs.get(k, "")
-                t.add_row(k, str(v), note)
+                t.add_row(k, _human(k, v), note)
+            for k, v in (d.get("bom") or {}).items():
+                key = f"bom.{k}"
+                note = f"ASSUMED: {assumed[key]}" if key in assumed else srcs.get(key, "")
+                t.add_row(key, _human(k, v), note)
             console.print(t)
             return
     known = list(cat.accelerators) + list(cat.systems) + list(cat.scaleup) + list(cat.scaleout)
