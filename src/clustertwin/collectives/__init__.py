@@ -1,0 +1,41 @@
+"""Collective communication engine: NCCL-style algorithms, protocols and nccl-tests semantics.
+
+Core, array-friendly entry point (stable signature, used by the step estimator and the planner)::
+
+    from clustertwin.collectives import collective_time
+    t = collective_time("all_reduce", size_bytes, n_ranks, ranks_per_domain, system, scaleout)
+
+``size_bytes``, ``n_ranks`` and ``ranks_per_domain`` broadcast as numpy arrays; ``algo="auto"`` is
+NCCL's own choice (elementwise minimum over the algorithms NCCL considers). The scalar API
+``estimate_collective`` returns a :class:`CollectiveResult` with time, algbw, busbw (nccl-tests
+definitions), algorithm and protocol. See docs/collectives.md for the model and its sources.
+"""
+
+from __future__ import annotations
+
+from .core import (
+    ALGORITHMS,
+    AUTO,
+    OPS,
+    CollectiveResult,
+    busbw_factor,
+    collective_time,
+    estimate_collective,
+    normalize_op,
+    sweep,
+)
+from .params import CollectiveParams, resolve_params
+
+__all__ = [
+    "ALGORITHMS",
+    "AUTO",
+    "OPS",
+    "CollectiveParams",
+    "CollectiveResult",
+    "busbw_factor",
+    "collective_time",
+    "estimate_collective",
+    "normalize_op",
+    "resolve_params",
+    "sweep",
+]

@@ -1,0 +1,316 @@
+"""Public collective-cost API: array-friendly ``collective_time`` and scalar ``estimate_collective``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, UnknownNameError
+from ..hardware import ScaleOutTech, SystemSpec
+from . import model as M
+from .params import PROTOCOLS, CollectiveParams, resolve_params
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv")
+
+# Aliases users type (nccl-tests binary names, NCCL enum names, camel case).
+_OP_ALIASES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "a2a": "all_to_all",
+    "broadcast": "broadcast",
+    "bcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "send_recv",
+    "p2p": "send_recv",
+}
+
+# op -> algorithm -> model function(P, S, n, g) -> times of shape (3 protocols, ...)
+ALGORITHMS: dict[str, dict[str, Any]] = {
+    "all_reduce": {
+        "ring": lambda P, S, n, g: M.ring(P, "ar", S, n, g),
+        "tree": M.tree,
+        "nvls": M.nvls,
+        "collnet": M.collnet,
+        "hier": M.hierarchical,
+    },
+    "all_gather": {"ring": lambda P, S, n, g: M.ring(P, "ag", S, n, g), "pat": M.pat},
+    "reduce_scatter": {"ring": lambda P, S, n, g: M.ring(P, "ag", S, n, g), "pat": M.pat},
+    "broadcast": {"ring": lambda P, S, n, g: M.ring(P, "bc", S, n, g)},
+    "reduce": {"ring": lambda P, S, n, g: M.ring(P, "bc", S, n, g)},
+    "all_to_all": {"direct": M.alltoall_direct, "pxn": M.alltoall_pxn, "pairwise": M.alltoall_pairwise},
+    "send_recv": {"p2p": M.sendrecv},
+}
+# What NCCL itself considers by default (no NCCL_ALGO): CollNet needs the SHARP plugin and
+# NCCL_COLLNET_ENABLE=1, hierarchical 2-D is not an NCCL algorithm, pairwise is not NCCL's all-to-all.
+AUTO: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "nvls"),
+    "all_gather": ("ring", "pat"),
+    "reduce_scatter": ("ring", "pat"),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "all_to_all": ("direct", "pxn"),
+    "send_recv": ("p2p",),
+}
+_ALGO_ALIASES = {
+    "nvlstree": "nvls",
+    "nvlink-sharp": "nvls",
+    "sharp": "collnet",
+    "collnetdirect": "collnet",
+    "2d": "hier",
+    "hierarchical": "hier",
+    "pxn": "pxn",
+}
+
+BUSBW_FACTOR_DOC = "nccl-tests doc/PERFORMANCE.md: AR 2(n-1)/n; AG, RS, AlltoAll (n-1)/n; Bcast, Reduce, SendRecv 1"
+
+
+def normalize_op(op: str) -> str:
+    """Canonical collective name (``all_reduce`` ...) or :class:`UnknownNameError` with close names."""
+    key = str(op).strip().lower().replace("-", "_")
+    if key in OPS:
+        return key
+    flat = key.replace("_", "")
+    if flat.endswith("perf"):  # all_reduce_perf
+        flat = flat[:-4]
+    if flat in _OP_ALIASES:
+        return _OP_ALIASES[flat]
+    raise UnknownNameError("collective", str(op), OPS, hint=f"known collectives: {', '.join(OPS)}")
+
+
+def normalize_algo(op: str, algo: str) -> str:
+    a = str(algo).strip().lower()
+    a = _ALGO_ALIASES.get(a, a)
+    if a == "auto":
+        return a
+    known = ALGORITHMS[op]
+    if op == "send_recv" and a in ("ring", "direct"):
+        return "p2p"
+    if a not in known:
+        raise UnknownNameError(
+            f"algorithm for {op}", str(algo), (*known, "auto"), hint=f"{op} supports: auto, {', '.join(known)}"
+        )
+    return a
+
+
+def busbw_factor(op: str, n):
+    """nccl-tests bus-bandwidth factor: busbw = algbw x factor (PERFORMANCE.md)."""
+    op = normalize_op(op)
+    n = np.asarray(n, dtype=float)
+    if op == "all_reduce":
+        f = 2 * (n - 1) / n
+    elif op in ("all_gather", "reduce_scatter", "all_to_all"):
+        f = (n - 1) / n
+    else:
+        f = np.ones_like(n)
+    return float(f) if f.ndim == 0 else f
+
+
+def _availability(op: str, algo: str, P: CollectiveParams, n, g, forced: bool):
+    g2, d = M._domains(n, g)
+    if algo == "nvls":
+        if not P.nvls_ok:
+            if forced:
+                raise InputError(
+                    f"NVLS (NVLink SHARP) is not available on {P.system_id}",
+                    hint="NVLS needs NVSwitch multicast/reduction (Hopper or newer NVLink switches); use ring or tree",
+                )
+            return np.zeros_like(d, dtype=bool)
+        return (g2 >= 2) if forced else (g2 >= P.nvls_min_ranks)
+    if algo == "collnet":
+        if not P.sharp_ok:
+            if forced:
+                raise InputError(
+                    f"in-network reduction (SHARP/CollNet) is not available on fabric {P.fabric_id}",
+                    hint="pick an InfiniBand fabric with SHARP, e.g. --fabric ib-ndr-400g",
+                )
+            return np.zeros_like(d, dtype=bool)
+        return d > 1
+    if algo == "pat":
+        return (g2 <= 1) & (d > 1)
+    return np.ones_like(d, dtype=bool)
+
+
+def _prepare(size_bytes, n_ranks, ranks_per_domain):
+    S = np.asarray(size_bytes, dtype=float)
+    n = np.asarray(n_ranks, dtype=float)
+    g = np.asarray(ranks_per_domain, dtype=float)
+    scalar = S.ndim == 0 and n.ndim == 0 and g.ndim == 0
+    S, n, g = np.broadcast_arrays(S, n, g)
+    if np.any(S < 0) or np.any(~np.isfinite(S)):
+        raise InputError("message size must be a finite number of bytes >= 0")
+    if np.any(n < 1) or np.any(g < 1):
+        raise InputError("n_ranks and ranks_per_domain must be >= 1", hint="a group has at least one rank")
+    return S, n, g, scalar
+
+
+def evaluate(op: str, S, n, g, P: CollectiveParams, algo: str = "auto"):
+    """Times of every candidate algorithm, min over protocols.
+
+    Returns ``(names, times[len(names), ...], protocol_index[len(names), ...])``; infeasible entries
+    are ``inf``.
+    """
+    op = normalize_op(op)
+    algo = normalize_algo(op, algo)
+    names = AUTO[op] if algo == "auto" else (algo,)
+    ts, ps = [], []
+    for name in names:
+        t3 = ALGORITHMS[op][name](P, S, n, g)
+        t3 = np.broadcast_to(t3, (3, *np.shape(S)))
+        avail = _availability(op, name, P, n, g, forced=algo != "auto")
+        t3 = np.where(avail, t3, np.inf)
+        ps.append(np.argmin(t3, axis=0))
+        ts.append(np.min(t3, axis=0))
+    t = np.stack(ts)
+    p = np.stack(ps)
+    single = n <= 1
+    t = np.where(single, 0.0, t)
+    return names, t, p
+
+
+def collective_time(
+    op: str,
+    size_bytes,
+    n_ranks,
+    ranks_per_domain,
+    system: SystemSpec,
+    scaleout: ScaleOutTech,
+    algo: str = "auto",
+    catalog=None,
+):
+    """Seconds one NCCL-style collective takes on a group of ranks placed on ``system``.
+
+    Parameters
+    ----------
+    op : ``all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | reduce | send_recv``
+        (aliases such as ``allreduce``, ``alltoall``, ``sendrecv`` are accepted).
+    size_bytes : nccl-tests ``size``: the full buffer S in bytes (all-gather: the gathered output,
+        reduce-scatter: the input, all-to-all: one rank's send buffer). Scalar or array.
+    n_ranks : ranks in the group. Scalar or array.
+    ranks_per_domain : how many of the group's ranks sit in one scale-up (NVLink) domain; the group
+        spans ``ceil(n_ranks / ranks_per_domain)`` domains. Scalar or array (clipped to n_ranks).
+    system, scaleout : hardware (SystemSpec; ScaleOutTech gives the NIC line rate and efficiency).
+    algo : ``auto`` (NCCL's own choice = elementwise minimum over the algorithms NCCL considers) or a
+        forced algorithm: all_reduce ``ring|tree|nvls|collnet|hier``; all_gather / reduce_scatter
+        ``ring|pat``; all_to_all ``direct|pxn|pairwise``; broadcast / reduce ``ring``; send_recv ``p2p``.
+    catalog : optional :class:`~clustertwin.catalog.Catalog`; its ``calibration: collectives:``
+        section (written by ``clustertwin calibrate``) overrides the shipped per-system constants.
+
+    Returns
+    -------
+    float when every input is a scalar, else ``np.ndarray`` of the broadcast shape. Elements that no
+    forced algorithm can run (e.g. ``pat`` with several ranks per node) are ``inf``; a group of one
+    rank takes 0 s. Fully vectorised: no Python loop over elements.
+
+    Model: α-β with NCCL tuner latencies (tuning.cc) and achieved bus bandwidths; see
+    :mod:`clustertwin.collectives.model` and docs/collectives.md.
+    """
+    S, n, g, scalar = _prepare(size_bytes, n_ranks, ranks_per_domain)
+    P = resolve_params(system, scaleout, catalog)
+    _, t, _ = evaluate(op, S, n, g, P, algo)
+    out = t.min(axis=0)
+    return float(out) if scalar else out
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """One collective, nccl-tests style. Bandwidths in bytes/s; ``algbw = S/t``; ``busbw = algbw x
+    factor`` (2(n−1)/n all_reduce; (n−1)/n all_gather, reduce_scatter, all_to_all; 1 otherwise)."""
+
+    op: str
+    size_bytes: float
+    n_ranks: int
+    ranks_per_domain: int
+    domains: int
+    time_s: float
+    algbw: float
+    busbw: float
+    algorithm: str
+    protocol: str
+    system: str
+    fabric: str
+    per_algorithm_s: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "size_bytes": self.size_bytes,
+            "n_ranks": self.n_ranks,
+            "ranks_per_domain": self.ranks_per_domain,
+            "domains": self.domains,
+            "time_us": self.time_s * 1e6,
+            "algbw_GBps": self.algbw / 1e9,
+            "busbw_GBps": self.busbw / 1e9,
+            "algorithm": self.algorithm,
+            "protocol": self.protocol,
+            "system": self.system,
+            "fabric": self.fabric,
+            "per_algorithm_us": {k: (v * 1e6 if np.isfinite(v) else None) for k, v in self.per_algorithm_s.items()},
+        }
+
+
+def sweep(
+    op: str,
+    sizes,
+    n_ranks: int,
+    ranks_per_domain: int,
+    system: SystemSpec,
+    scaleout: ScaleOutTech,
+    algo: str = "auto",
+    catalog=None,
+) -> list[CollectiveResult]:
+    """A result per size (vectorised over sizes), with the chosen algorithm and protocol."""
+    op = normalize_op(op)
+    S, n, g, _ = _prepare(np.atleast_1d(np.asarray(sizes, dtype=float)), n_ranks, ranks_per_domain)
+    P = resolve_params(system, scaleout, catalog)
+    names, t, p = evaluate(op, S, n, g, P, algo)
+    best = np.argmin(t, axis=0)
+    idx = np.arange(S.size)
+    tb = t[best, idx]
+    pb = p[best, idx]
+    if not np.all(np.isfinite(tb)):
+        raise InputError(
+            f"algorithm {algo!r} cannot run {op} on {int(n_ranks)} ranks with {int(ranks_per_domain)} per domain",
+            hint="PAT needs one rank per node; NVLS needs >= 2 ranks in an NVLS-capable domain; try --algo auto",
+        )
+    factor = busbw_factor(op, n_ranks)
+    d = int(np.ceil(n_ranks / min(max(ranks_per_domain, 1), n_ranks)))
+    out = []
+    for i in range(S.size):
+        ti = float(tb[i])
+        alg = S[i] / ti if ti > 0 else float("inf")
+        out.append(
+            CollectiveResult(
+                op=op,
+                size_bytes=float(S[i]),
+                n_ranks=int(n_ranks),
+                ranks_per_domain=int(min(ranks_per_domain, n_ranks)),
+                domains=d,
+                time_s=ti,
+                algbw=alg,
+                busbw=alg * factor,
+                algorithm=names[best[i]],
+                protocol=PROTOCOLS[int(pb[i])],
+                system=system.id,
+                fabric=scaleout.id,
+                per_algorithm_s={nm: float(t[j, i]) for j, nm in enumerate(names)},
+            )
+        )
+    return out
+
+
+def estimate_collective(
+    op: str,
+    size_bytes: float,
+    n_ranks: int,
+    ranks_per_domain: int,
+    system: SystemSpec,
+    scaleout: ScaleOutTech,
+    algo: str = "auto",
+    catalog=None,
+) -> CollectiveResult:
+    """Scalar API: time, algbw, busbw (nccl-tests definitions), chosen algorithm and protocol."""
+    return sweep(op, [size_bytes], n_ranks, ranks_per_domain, system, scaleout, algo, catalog)[0]

@@ -1,0 +1,275 @@
+"""Vectorised cost model of NCCL collectives (α-β with NCCL's tuner latencies and protocols).
+
+Every function works on numpy arrays that broadcast: ``S`` (bytes), ``n`` (ranks in the group),
+``g`` (ranks of the group inside one scale-up domain). ``d = ceil(n / g)`` domains are spanned.
+
+For each algorithm and protocol p ∈ {LL, LL128, Simple} the time is
+
+    t = lat_p + W_p,     W_p = bytes_on_the_bottleneck_link / (B_bottleneck · f_p)
+
+* ``lat_p`` is NCCL's tuner latency (tuning.cc: base + per-step NVLink/PCIe and network latencies,
+  hardware/README.md §D.3), intra-domain parts scaled by the per-system ``latency_scale``.
+* ``B_bottleneck`` is the achieved bus bandwidth: inside a domain the scale-up link bandwidth per
+  device x ``scaleup_busbw_fraction``; across domains ``min(that, g · NIC_bw_per_device ·
+  scaleout_busbw_fraction)`` — every ring crosses each domain boundary once, and the g local ranks
+  drive g NICs' worth of bandwidth (MODELLING.md §7, "multi-node ring busbw").
+* ``f_p`` is the protocol payload efficiency (LL 0.5, LL128 0.92, Simple 1; NCCL device.h/tuning.cc).
+* NCCL trims channels for small messages (enqueue.cc); with ``channel_launch_us`` > 0 a second,
+  small-message mode ``lat_p - (C-1)·channel_launch + W_p / small_msg_bw_fraction`` competes.
+
+Bytes per rank (Patarasuk & Yuan 2009; Thakur et al. 2005; nccl-tests PERFORMANCE.md):
+ring all-reduce 2(n−1)/n·S, all-gather / reduce-scatter (n−1)/n·S, pipelined chain broadcast /
+reduce S; double binary tree all-reduce 2S per node per direction (NCCL: tree algbw = busbw/2,
+Sanders et al. 2009); NVLS all-reduce (n+1)/n·S per device link (each device pushes its S once and
+receives its reduced shard S/n ... the multicast result; fits validation coll-h100-nvls-{4,6,8}gpu).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .params import CollectiveParams
+
+LL, LL128, SIMPLE = 0, 1, 2
+INF = np.inf
+
+
+def _stack3(a, b, c):
+    return np.stack(np.broadcast_arrays(a, b, c))
+
+
+def _domains(n, g):
+    g = np.minimum(np.maximum(g, 1.0), n)
+    d = np.ceil(n / g - 1e-9)
+    return g, d
+
+
+def _bw_up(P: CollectiveParams) -> float:
+    return P.scaleup_link_bw * P.scaleup_fraction
+
+
+def _bw_nic_rank(P: CollectiveParams) -> float:
+    return P.nic_bw_per_device * P.scaleout_fraction
+
+
+def _bw_out_domain(P: CollectiveParams, g):
+    # NICs the group's local ranks drive; never more than the domain's hosts have.
+    return np.minimum(g * P.nic_bw_per_device, np.maximum(g / P.devices_per_host, 1.0) * P.nic_bw_per_host) * P.scaleout_fraction
+
+
+def _bus_bw(P: CollectiveParams, g, d):
+    return np.where(d > 1, np.minimum(_bw_up(P), _bw_out_domain(P, g)), _bw_up(P))
+
+
+def _finish(P: CollectiveParams, lat, W, mask):
+    """Combine latency and bandwidth time (shape (3, ...)) with the channel modes; mask protocols."""
+    C = P.channels
+    full = lat + (C - 1) * P.channel_launch_s + W
+    if P.channel_launch_s > 0 and P.small_msg_bw_fraction < 1:
+        full = np.minimum(full, lat + W / P.small_msg_bw_fraction)
+    return np.where(mask, full, INF)
+
+
+def _ll128_mask(P: CollectiveParams, d):
+    ok = P.intra_kind == "nvlink"
+    return (d <= 1) | P.ll128_multinode if ok else np.zeros_like(d, dtype=bool)
+
+
+def _protocol_mask(P, d, simple_only=False):
+    if simple_only:
+        return np.stack(np.broadcast_arrays(False, False, np.ones_like(d, dtype=bool)))
+    return _stack3(np.ones_like(d, dtype=bool), _ll128_mask(P, d), np.ones_like(d, dtype=bool))
+
+
+# --------------------------------------------------------------------------------------- ring / chain
+def ring(P: CollectiveParams, kind: str, S, n, g):
+    """Ring all-reduce (kind 'ar'), all-gather / reduce-scatter ('ag'), chain broadcast / reduce ('bc').
+
+    Latency: NCCL tuning.cc ring model, nsteps = 2(n−1) (ar) or n−1, of which 2(d−1) / d−1 cross the
+    network; intra steps cost max(intraLat, netOverhead). Bandwidth: bytes 2(n−1)/n·S, (n−1)/n·S or S.
+    """
+    g, d = _domains(n, g)
+    k = P.latency_scale
+    if kind == "ar":
+        nsteps, ninter, fbytes = 2 * (n - 1), 2 * (d - 1), 2 * (n - 1) / n
+    elif kind == "ag":
+        nsteps, ninter, fbytes = n - 1, d - 1, (n - 1) / n
+    else:
+        nsteps, ninter, fbytes = n - 1, d - 1, np.ones_like(n)
+    lat = []
+    for p in range(3):
+        intra = k * P.hw_intra["ring"][p]
+        ov = P.net_overhead_s * (P.net_overhead_simple_mult if p == SIMPLE else 1.0)
+        step = np.where(d > 1, np.maximum(intra, ov), intra)
+        lat.append(k * P.base["ring"][p] + (nsteps - ninter) * step + ninter * P.hw_net["ring"][p])
+    lat = np.stack(np.broadcast_arrays(*lat))
+    B = _bus_bw(P, g, d)
+    W = np.stack([fbytes * S / (B * P.bw_factor[p]) for p in range(3)])
+    return _finish(P, lat, W, _protocol_mask(P, d))
+
+
+# ------------------------------------------------------------------------------------------- tree
+def tree(P: CollectiveParams, S, n, g):
+    """NCCL double binary tree all-reduce (Sanders et al. 2009). Latency (tuning.cc):
+    base + 2·((g−1)·intraLat + log2(d)·interLat); bytes 2S per node per direction (algbw = busbw/2);
+    protocol factors LL 1/3.8, LL128 7/9 (1 node) or 120/128, Simple 0.92."""
+    g, d = _domains(n, g)
+    k = P.latency_scale
+    lat = np.stack(
+        np.broadcast_arrays(
+            *[
+                k * P.base["tree"][p]
+                + 2 * ((g - 1) * k * P.hw_intra["tree"][p] + np.log2(d) * P.hw_net["tree"][p])
+                for p in range(3)
+            ]
+        )
+    )
+    B = _bus_bw(P, g, d)
+    f = (1 / 3.8, np.where(d > 1, 120 / 128, 7 / 9), P.tree_bw_factor)
+    W = np.stack(np.broadcast_arrays(*[2 * S / (B * f[p]) for p in range(3)]))
+    return _finish(P, lat, W, _protocol_mask(P, d))
+
+
+# ---------------------------------------------------------------------------------- in-network
+def nvls(P: CollectiveParams, S, n, g):
+    """NVLink SHARP all-reduce (NVLS; NVLSTree when d > 1). Simple protocol only.
+
+    Intra: each device moves (g+1)/g·S over its link at B_up·nvls_efficiency (NCCL tuner Hopper 0.85,
+    Blackwell 0.74); latency = NVLS NVLink latency (25 µs, tuning.cc). Across domains (NVLSTree) a
+    tree moves 2S per domain over the group's NICs at 0.92 efficiency, pipelined with the intra part;
+    latency + 2·log2(d)·20.9 µs.
+    """
+    g, d = _domains(n, g)
+    if not P.nvls_ok:
+        return np.full((3, *np.broadcast(S, n, g).shape), INF)
+    k = P.latency_scale
+    B_nvls = _bw_up(P) * P.nvls_efficiency
+    intra_t = (g + 1) / g * S / B_nvls
+    inter_t = 2 * S / (_bw_out_domain(P, g) * P.tree_bw_factor)
+    W_s = np.where(d > 1, np.maximum(intra_t, inter_t), intra_t)
+    lat_s = np.where(
+        d > 1,
+        k * (P.base["nvlstree"][2] + P.hw_intra["nvlstree"][2]) + 2 * np.log2(d) * P.hw_net["nvlstree"][2],
+        k * (P.base["nvls"][2] + P.hw_intra["nvls"][2]),
+    )
+    lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
+    W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True))
+
+
+def collnet(P: CollectiveParams, S, n, g):
+    """IB SHARP (CollNetDirect) all-reduce: reduce-scatter/all-gather inside the domain, every domain
+    sends and receives S once to the switch tree. Latency (tuning.cc): base + 2·(min(1,g−1)·intraLat +
+    (g−1)·0.4 µs) + interLat (31 µs). Simple only."""
+    g, d = _domains(n, g)
+    k = P.latency_scale
+    intra_t = 2 * (g - 1) / g * S / _bw_up(P)
+    inter_t = S / _bw_out_domain(P, g)
+    W_s = np.maximum(intra_t, np.where(d > 1, inter_t, 0.0))
+    lat_s = (
+        k * P.base["collnet"][2]
+        + 2 * (np.minimum(1, g - 1) * k * P.hw_intra["collnet"][2] + (g - 1) * P.collnet_per_local_rank_s)
+        + np.where(d > 1, P.hw_net["collnet"][2], 0.0)
+    )
+    lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
+    W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True))
+
+
+def pat(P: CollectiveParams, S, n, g):
+    """NCCL PAT all-gather / reduce-scatter (one rank per node). Latency base + log2(d)·interLat/3.5 +
+    n·2.8 µs; bandwidth 0.75 of the NIC (tuning.cc). Simple only."""
+    g, d = _domains(n, g)
+    lat_s = P.base["pat"][2] * P.latency_scale + np.log2(d) * P.hw_net["pat"][2] / P.pat_inter_divisor + n * P.pat_per_rank_s
+    W_s = (n - 1) / n * S / (_bus_bw(P, g, d) * P.pat_bw_factor)
+    lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
+    W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True))
+
+
+def hierarchical(P: CollectiveParams, S, n, g):
+    """2-D all-reduce: reduce-scatter inside the domain (g ranks, S), all-reduce of S/g across the d
+    domains on each rank's own NIC share (g parallel rings), all-gather inside the domain
+    (MODELLING.md §7; Jia et al. 2018 "hierarchical all-reduce"). Each stage takes its best protocol."""
+    g, d = _domains(n, g)
+    rs = ring(P, "ag", S, g, g).min(axis=0)
+    ag = rs
+    inter = ring(P, "ar", S / g, d, np.ones_like(d)).min(axis=0)
+    t = rs + ag + np.where(d > 1, inter, 0.0)
+    inf = np.full_like(t, INF)
+    return np.stack([inf, inf, t])
+
+
+# --------------------------------------------------------------------------------------- all-to-all
+def _a2a_lat(P, n, g, d, peers_intra, peers_inter):
+    k = P.latency_scale
+    out = []
+    for p in range(3):
+        step = np.where(d > 1, P.hw_net["ring"][p], k * P.hw_intra["ring"][p])
+        out.append(k * P.base["ring"][p] + step + (peers_intra + peers_inter) * P.a2a_per_peer_s)
+    return np.stack(np.broadcast_arrays(*out))
+
+
+def alltoall_direct(P: CollectiveParams, S, n, g):
+    """All-to-all as concurrent send/recv to every peer: (g−1)/n·S over the scale-up link and (n−g)/n·S
+    over the rank's NIC share; the slower tier bounds the time (MODELLING.md §7)."""
+    g, d = _domains(n, g)
+    intra = (g - 1) / n * S
+    inter = (n - g) / n * S
+    lat = _a2a_lat(P, n, g, d, g - 1, n - g)
+    W = np.stack(
+        [np.maximum(intra / (_bw_up(P) * P.bw_factor[p]), inter / (_bw_nic_rank(P) * P.bw_factor[p])) for p in range(3)]
+    )
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d))
+
+
+def alltoall_pxn(P: CollectiveParams, S, n, g):
+    """PXN all-to-all (NCCL 2.12): inter-domain data first hops over NVLink to the GPU on the
+    destination's rail, whose NIC sends it; messages to one remote domain are aggregated
+    (d−1 network peers instead of n−g), at the cost of carrying inter bytes over NVLink as well."""
+    g, d = _domains(n, g)
+    intra = (g - 1) / n * S
+    inter = (n - g) / n * S
+    lat = _a2a_lat(P, n, g, d, g - 1, d - 1)
+    W = np.stack(
+        [
+            np.maximum((intra + inter) / (_bw_up(P) * P.bw_factor[p]), inter / (_bw_nic_rank(P) * P.bw_factor[p]))
+            for p in range(3)
+        ]
+    )
+    mask = _protocol_mask(P, d) & (d > 1)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), mask)
+
+
+def alltoall_pairwise(P: CollectiveParams, S, n, g):
+    """Pairwise-exchange all-to-all: n−1 sequential rounds of S/n each (Thakur et al. 2005)."""
+    g, d = _domains(n, g)
+    k = P.latency_scale
+    lat = np.stack(
+        np.broadcast_arrays(
+            *[k * P.base["ring"][p] + (g - 1) * k * P.hw_intra["ring"][p] + (n - g) * P.hw_net["ring"][p] for p in range(3)]
+        )
+    )
+    W = np.stack(
+        [
+            (g - 1) / n * S / (_bw_up(P) * P.bw_factor[p]) + (n - g) / n * S / (_bw_nic_rank(P) * P.bw_factor[p])
+            for p in range(3)
+        ]
+    )
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d))
+
+
+# --------------------------------------------------------------------------------------- point to point
+def sendrecv(P: CollectiveParams, S, n, g):
+    """Send/recv of S bytes between neighbours (nccl-tests sendrecv: rank i -> i+1). Over NVLink when
+    the whole group sits in one domain, else at least one pair crosses a NIC."""
+    g, d = _domains(n, g)
+    k = P.latency_scale
+    lat = np.stack(
+        np.broadcast_arrays(
+            *[k * P.base["ring"][p] + np.where(d > 1, P.hw_net["ring"][p], k * P.hw_intra["ring"][p]) for p in range(3)]
+        )
+    )
+    B = np.where(d > 1, np.minimum(_bw_nic_rank(P), _bw_up(P)), _bw_up(P))
+    W = np.stack(np.broadcast_arrays(*[S / (B * P.bw_factor[p]) for p in range(3)]))
+    return _finish(P, lat, W, _protocol_mask(P, d))

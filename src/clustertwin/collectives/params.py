@@ -1,0 +1,185 @@
+"""Model constants for the collective engine: NCCL tuner tables (shipped YAML, sourced) merged with
+per-system calibration (shipped defaults, then the catalog ``calibration: collectives:`` overlay).
+
+Everything here is resolved once per (system, fabric, catalog) into a frozen :class:`CollectiveParams`
+in SI units, so the vectorised model in :mod:`clustertwin.collectives.model` does no lookups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ..errors import InputError
+from ..hardware import ScaleOutTech, SystemSpec
+
+US = 1e-6
+PROTOCOLS = ("LL", "LL128", "Simple")
+CALIBRATION_SECTION = "collectives"
+
+# Keys a calibration entry (shipped or user overlay) may set, with their physical meaning.
+CALIBRATION_KEYS = {
+    "latency_scale": "x NCCL tuner intra-domain latencies (base + NVLink/PCIe per-step)",
+    "channel_launch_us": "extra latency per additional NCCL channel (us)",
+    "small_msg_bw_fraction": "bandwidth fraction with NCCL's trimmed channel/thread set (small messages)",
+    "scaleup_busbw_fraction": "achieved ring busbw / scale-up link bandwidth per direction",
+    "scaleout_busbw_fraction": "achieved ring busbw / NIC line rate",
+    "nvls_efficiency": "NVLS bandwidth efficiency relative to ring busbw",
+}
+
+
+@lru_cache(maxsize=1)
+def nccl_constants() -> dict[str, Any]:
+    """The shipped, sourced constants (``collectives/data/nccl.yaml``)."""
+    text = (resources.files("clustertwin.collectives") / "data" / "nccl.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _arch_key(arch: str, table: dict[str, Any]) -> Any:
+    a = (arch or "").lower()
+    if a in table:
+        return table[a]
+    for k in table:  # "hopper-h800" -> hopper
+        if k != "default" and a.startswith(k):
+            return table[k]
+    return table["default"]
+
+
+def _arr3(v: Any) -> tuple[float, float, float]:
+    return (float(v[0]), float(v[1]), float(v[2]))
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveParams:
+    """Resolved model parameters for one system + scale-out fabric (SI units)."""
+
+    system_id: str
+    fabric_id: str
+    arch: str
+    scaleup_link_bw: float  # bytes/s per direction per device
+    scaleup_fraction: float
+    nic_bw_per_device: float  # bytes/s line rate per device (NICs per host x port bw / devices per host)
+    nic_bw_per_host: float
+    devices_per_host: int
+    devices_per_domain: int
+    scaleout_fraction: float
+    intra_kind: str  # "nvlink" | "pci"
+    latency_scale: float
+    channel_launch_s: float
+    small_msg_bw_fraction: float
+    channels: int
+    nvls_ok: bool
+    nvls_efficiency: float
+    nvls_min_ranks: int
+    sharp_ok: bool
+    ll128_multinode: bool
+    bw_factor: tuple[float, float, float]
+    base: dict[str, tuple[float, float, float]]  # seconds
+    hw_intra: dict[str, tuple[float, float, float]]  # seconds
+    hw_net: dict[str, tuple[float, float, float]]  # seconds
+    net_overhead_s: float
+    net_overhead_simple_mult: float
+    tree_bw_factor: float
+    pat_bw_factor: float
+    collnet_per_local_rank_s: float
+    pat_per_rank_s: float
+    pat_inter_divisor: float
+    a2a_per_peer_s: float
+    sources: tuple[str, ...] = ()
+
+
+def calibration_entry(system_id: str, catalog: Any = None) -> dict[str, Any]:
+    """Shipped per-system calibration, overlaid by the catalog's ``calibration.collectives[system]``."""
+    c = nccl_constants()
+    entry = dict(c.get("systems", {}).get(system_id, {}))
+    if catalog is not None:
+        user = (getattr(catalog, "calibration", None) or {}).get(CALIBRATION_SECTION, {}).get(system_id)
+        if user:
+            if not isinstance(user, dict):
+                raise InputError(
+                    f"calibration.collectives.{system_id} must be a mapping of parameters",
+                    hint=f"known keys: {', '.join(CALIBRATION_KEYS)}",
+                )
+            entry.update(user)
+    return entry
+
+
+def _num(entry: dict[str, Any], key: str, default: float, lo: float, hi: float, system_id: str) -> float:
+    if key not in entry or entry[key] is None:
+        return float(default)
+    try:
+        v = float(entry[key])
+    except (TypeError, ValueError):
+        raise InputError(f"calibration.collectives.{system_id}.{key} must be a number, got {entry[key]!r}") from None
+    if not (lo <= v <= hi):
+        raise InputError(
+            f"calibration.collectives.{system_id}.{key} = {v} is outside the physical range [{lo}, {hi}]",
+            hint=CALIBRATION_KEYS.get(key, ""),
+        )
+    return v
+
+
+def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = None) -> CollectiveParams:
+    """Build :class:`CollectiveParams` for ``system`` on ``scaleout`` (optionally with user calibration)."""
+    c = nccl_constants()
+    t = c["tuner"]
+    arch = (system.accelerator.arch or "").lower()
+    entry = calibration_entry(system.id, catalog)
+    sid = system.id
+    up_frac = _num(entry, "scaleup_busbw_fraction", _arch_key(arch, c["scaleup_busbw_fraction"]), 0.01, 1.5, sid)
+    out_frac = _num(
+        entry,
+        "scaleout_busbw_fraction",
+        c["scaleout_busbw_fraction"].get(scaleout.kind, c["scaleout_busbw_fraction"]["default"]),
+        0.01,
+        1.0,
+        sid,
+    )
+    nvls_eff_default = _arch_key(arch, t["nvls_efficiency"])
+    nvls_eff = _num(entry, "nvls_efficiency", nvls_eff_default, 0.0, 2.0, sid)
+    intra_kind = "pci" if system.scaleup_topology == "pcie" else "nvlink"
+    nic_host = system.nics_per_host * scaleout.port_bw
+    base = {k: tuple(x * US for x in _arr3(v)) for k, v in t["base_latency_us"].items()}
+    hw_intra = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"][intra_kind].items()}
+    hw_net = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"]["net"].items()}
+    for k in ("nvls", "nvlstree"):
+        hw_intra.setdefault(k, (0.0, 0.0, 0.0))
+    return CollectiveParams(
+        system_id=sid,
+        fabric_id=scaleout.id,
+        arch=arch,
+        scaleup_link_bw=float(system.scaleup_bw_per_device),
+        scaleup_fraction=up_frac,
+        nic_bw_per_device=nic_host / max(1, system.devices_per_host),
+        nic_bw_per_host=nic_host,
+        devices_per_host=int(system.devices_per_host),
+        devices_per_domain=int(system.devices_per_domain),
+        scaleout_fraction=out_frac,
+        intra_kind=intra_kind,
+        latency_scale=_num(entry, "latency_scale", 1.0, 0.05, 50.0, sid),
+        channel_launch_s=_num(entry, "channel_launch_us", 0.0, 0.0, 100.0, sid) * US,
+        small_msg_bw_fraction=_num(entry, "small_msg_bw_fraction", 1.0, 1e-4, 1.0, sid),
+        channels=int(_arch_key(arch, c["channels"])),
+        nvls_ok=bool(system.scaleup.in_network_reduction) and nvls_eff > 0,
+        nvls_efficiency=nvls_eff,
+        nvls_min_ranks=int(t["nvls_min_ranks"]),
+        sharp_ok=bool(scaleout.sharp),
+        ll128_multinode=any(arch.startswith(a) for a in t["ll128_multinode_archs"]),
+        bw_factor=_arr3(c["protocols"]["bw_factor"]),
+        base=base,
+        hw_intra=hw_intra,
+        hw_net=hw_net,
+        net_overhead_s=float(t["net_overhead_us"]) * US,
+        net_overhead_simple_mult=float(t["net_overhead_simple_mult"]),
+        tree_bw_factor=float(t["tree_bw_factor"]),
+        pat_bw_factor=float(t["pat_bw_factor"]),
+        collnet_per_local_rank_s=float(t["collnet_per_local_rank_us"]) * US,
+        pat_per_rank_s=float(t["pat_per_rank_us"]) * US,
+        pat_inter_divisor=float(t["pat_inter_divisor"]),
+        a2a_per_peer_s=float(t.get("a2a_per_peer_us", 0.2)) * US,
+        sources=tuple(str(s) for s in (entry.get("source"),) if s),
+    )
