@@ -1,0 +1,299 @@
+"""``clustertwin plan``, ``clustertwin sweep`` and ``clustertwin results list|show|export``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from ..errors import InputError, UnknownNameError
+from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, console_err, emit_json
+
+DEFAULT_DB = "clustertwin-results.db"
+
+
+def _opt_int(name: str, help_: str):
+    return Annotated[int | None, typer.Option(name, help=help_)]
+
+
+@app.command("plan")
+def plan_cmd(
+    model: Annotated[str | None, typer.Option("--model", help="Model id from the zoo (default llama3-70b).")] = None,
+    system: Annotated[str | None, typer.Option("--system", help="System id (default hgx-h100).")] = None,
+    gpus: _opt_int("--gpus", "Number of GPUs (default 1024).") = None,
+    domains: _opt_int("--domains", "Number of scale-up domains (instead of --gpus).") = None,
+    global_batch: _opt_int("--global-batch", "Sequences per step (default: 4 Mi tokens / seq-len).") = None,
+    seq_len: _opt_int("--seq-len", "Sequence length (default: the model's).") = None,
+    fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="GEMM precision.")] = "bf16",
+    top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
+    engine: Annotated[str, typer.Option("--engine", help="analytical | event (re-ranks the top plans).")] = "analytical",
+    tp: _opt_int("--tp", "Fix tensor parallelism.") = None,
+    pp: _opt_int("--pp", "Fix pipeline parallelism.") = None,
+    dp: _opt_int("--dp", "Fix data parallelism.") = None,
+    cp: _opt_int("--cp", "Fix context parallelism.") = None,
+    ep: _opt_int("--ep", "Fix expert parallelism.") = None,
+    vpp: _opt_int("--vpp", "Fix interleaved virtual stages.") = None,
+    zero: _opt_int("--zero", "Fix the ZeRO stage.") = None,
+    micro_batch: _opt_int("--micro-batch", "Fix the micro-batch.") = None,
+    recompute: Annotated[str | None, typer.Option("--recompute", help="Fix recompute: none|selective|full.")] = None,
+    cross_domain: Annotated[bool, typer.Option("--cross-domain", help="Allow TP and EP groups to span scale-up domains.")] = False,
+    all_variants: Annotated[bool, typer.Option("--all-variants", help="Show every variant, not only the best per layout.")] = False,
+    workers: Annotated[int, typer.Option("--workers", help="Processes for the evaluation.")] = 1,
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Best parallel layouts (TP/PP/DP/CP/EP, micro-batch, ZeRO, recompute) for a model on a cluster."""
+    from ..planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest, plan
+    from ..planner.space import RECOMPUTE, SpaceOptions
+
+    fixed = {k: (v,) for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
+                                   ("zero", zero), ("micro_batch", micro_batch)) if v is not None}
+    for k, v in fixed.items():
+        if v[0] < (0 if k == "zero" else 1):
+            raise InputError(f"--{k.replace('_', '-')} must be positive, got {v[0]}")
+    if recompute is not None:
+        if recompute not in RECOMPUTE:
+            raise UnknownNameError("recompute setting", recompute, RECOMPUTE)
+        fixed["recompute"] = (RECOMPUTE.index(recompute),)
+    opts = SpaceOptions(fixed=fixed, tp_across_domains=cross_domain, ep_across_domains=cross_domain,
+                        max_vpp=max(8, vpp or 1), max_cp=max(32, cp or 1), max_pp=max(128, pp or 1),
+                        micro_batches=(1, 2, 4, 8) if micro_batch is None else (micro_batch,),
+                        zero_stages=(0, 1, 2, 3) if zero is None else (zero,))
+    req = PlanRequest(model=model or DEFAULT_MODEL, system=system or DEFAULT_SYSTEM, num_gpus=gpus, domains=domains,
+                      global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
+                      engine=engine, options=opts, distinct_layouts=not all_variants, workers=workers)
+    defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
+    report = plan(req, catalog_from(catalog))
+    defaults.update(report.defaults_used)
+    if json_:
+        doc = report.to_json()
+        doc["defaults_used"] = defaults
+        emit_json(doc)
+        return
+    if defaults:
+        console.print("defaults used: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()))
+    _render_plans(report)
+
+
+def _render_plans(report: Any) -> None:
+    from ..planner.search import layout_label
+
+    r = report.request
+    st = report.stats
+    t = Table(title=f"{r['model']} on {r['gpus']} x {r['system']} ({r['fabric']}), global batch {r['global_batch']} "
+                    f"x {r['seq_len']} tokens - {report.engine} engine")
+    for c in ("#", "layout", "tokens/s", "step s", "MFU", "HFU", "TFLOP/s/GPU", "mem GB", "headroom GB", "bottleneck"):
+        t.add_column(c, justify="left" if c in ("layout", "bottleneck") else "right")
+    for p in report.plans:
+        t.add_row(str(p["rank"]), layout_label(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
+                  f"{100 * p['mfu']:.1f}%", f"{100 * p['hfu']:.1f}%", f"{p['tflops_per_gpu']:.0f}",
+                  f"{p['memory_gb_per_gpu']:.1f}", f"{p['memory_headroom_gb']:.1f}", str(p["bottleneck"]))
+    console.print(t)
+    if report.runner_up:
+        console.print("why the runner-up lost: " + report.runner_up["text"])
+    best = report.plans[0]
+    if best.get("breakdown"):
+        parts = sorted(best["breakdown"].items(), key=lambda kv: -kv[1])
+        console.print("best plan's step time: " + ", ".join(f"{k} {v:.3f} s" for k, v in parts if v > 0))
+    console.print(f"searched {st['candidates']:,} layouts ({st['fit_memory']:,} fit in {st['memory_capacity_gb']:.0f} GB, "
+                  f"{st['feasible']:,} feasible) in {st['search_s']:.2f} s")
+
+
+# --------------------------------------------------------------------------------------- sweep
+
+
+class _Bar:
+    """A rich progress bar on stderr (stdout stays clean for --json)."""
+
+    def __init__(self, label: str):
+        self.progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"),
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console_err, transient=False)
+        self.task = None
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task("", total=total, completed=done)
+        else:
+            self.progress.update(self.task, completed=done, total=total)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML (see scenarios/sweeps/).")],
+    executor: Annotated[str, typer.Option("--executor", help="local | ray")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")] = None,
+    db: Annotated[Path, typer.Option("--db", help="SQLite results database (resumes a sweep found in it).")] = Path(DEFAULT_DB),
+    workers: Annotated[int | None, typer.Option("--workers", help="Local processes / Ray CPUs (default: all cores).")] = None,
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Best plan per cluster design over a grid, and the Pareto front of throughput, cost and power."""
+    from ..planner.executors import make_executor
+    from ..planner.store import ResultsStore
+    from ..planner.sweep import best_per_design, build_sweep, load_sweep_file, run_sweep
+
+    cat = catalog_from(catalog)
+    sw = build_sweep(load_sweep_file(sweep_file), cat, label=str(sweep_file), catalog_paths=[str(p) for p in catalog or ()])
+    ex = make_executor(executor, address=address, workers=workers)
+    store = ResultsStore(db)
+    with _Bar(f"sweep {sw.name} [{ex.name}]") as bar:
+        out = run_sweep(sw, store, ex, progress=bar)
+    rows = best_per_design(out.rows)
+    doc = {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(db), "catalog_version": sw.catalog_version,
+           "computed_chunks": out.computed_chunks, "skipped_chunks": out.skipped_chunks, "rows": rows,
+           "pareto": [r["job_index"] for r in rows if r["pareto"]]}
+    if json_:
+        emit_json(doc)
+        return
+    if out.skipped_chunks:
+        console.print(f"resumed: {out.skipped_chunks} of {len(sw.chunks)} chunks were already in {db}")
+    _render_rows(rows, title=f"sweep {sw.name} ({sw.sweep_id}) - best plan per design, * = Pareto front")
+    console.print(f"stored in {db} as sweep {sw.sweep_id}; `clustertwin results show {sw.sweep_id} --db {db}`")
+
+
+def _fmt(v: Any, spec: str = "") -> str:
+    if v is None:
+        return "-"
+    return format(v, spec) if spec else str(v)
+
+
+def _render_rows(rows: list[dict[str, Any]], title: str) -> None:
+    t = Table(title=title)
+    for c in ("", "job", "system", "GPUs", "fabric", "over", "model", "batch", "layout", "tokens/s", "MFU",
+              "cost M$", "power MW", "bottleneck / reason"):
+        t.add_column(c)
+    for r in rows:
+        if r.get("feasible"):
+            layout = f"TP{r['tp']} PP{r['pp']}" + (f" V{r['vpp']}" if r["vpp"] > 1 else "") + f" DP{r['dp']}" + (
+                f" CP{r['cp']}" if r["cp"] > 1 else "") + (f" EP{r['ep']}" if r["ep"] > 1 else "") + \
+                f" mb{r['micro_batch']} Z{r['zero']} {r['recompute']}"
+            t.add_row("*" if r.get("pareto") else "", str(r["job_index"]), r["system"], str(r["num_gpus"]), r["fabric"],
+                      f"{r['oversubscription']:g}", r["model"], str(r["global_batch"]), layout,
+                      f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
+                      _fmt(None if r.get("cost_usd") is None else r["cost_usd"] / 1e6, ".1f"),
+                      _fmt(None if r.get("power_w") is None else r["power_w"] / 1e6, ".2f"), str(r.get("bottleneck", "")))
+        else:
+            t.add_row("", str(r["job_index"]), r["system"], str(r["num_gpus"]), r["fabric"], f"{r['oversubscription']:g}",
+                      r["model"], str(r["global_batch"]), "-", "-", "-", "-", "-", str(r.get("reason")))
+    console.print(t)
+
+
+# --------------------------------------------------------------------------------------- results
+
+results_app = typer.Typer(help="Query stored sweep results.", no_args_is_help=True)
+app.add_typer(results_app, name="results")
+DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database.")]
+
+
+def _store(db: Path):
+    from ..planner.store import ResultsStore
+
+    if not db.exists():
+        raise InputError(f"results database {str(db)!r} does not exist",
+                         hint="run `clustertwin sweep FILE --db PATH` first, or pass the right --db")
+    return ResultsStore(db)
+
+
+@results_app.command("list")
+def results_list(db: DbOpt = Path(DEFAULT_DB), json_: JsonOpt = False) -> None:
+    """List the sweeps in a results database."""
+    sweeps = _store(db).sweeps()
+    if json_:
+        emit_json({"sweeps": sweeps})
+        return
+    t = Table(title=f"sweeps in {db}")
+    for c in ("id", "name", "jobs", "chunks done", "rows", "created", "finished", "catalog", "tool"):
+        t.add_column(c)
+    for s in sweeps:
+        t.add_row(s["id"], s["name"], str(s["num_jobs"]), f"{s['chunks_done']}/{s['num_chunks']}", str(s["rows"]),
+                  s["created_at"], s["finished_at"] or "(unfinished)", s["catalog_version"], s["tool_version"])
+    console.print(t)
+
+
+@results_app.command("show")
+def results_show(
+    sweep_id: Annotated[str, typer.Argument(help="Sweep id (or a unique prefix, or the sweep's name).")],
+    db: DbOpt = Path(DEFAULT_DB),
+    json_: JsonOpt = False,
+) -> None:
+    """Show a sweep's best plan per design and its Pareto front."""
+    from ..planner.sweep import best_per_design
+
+    store = _store(db)
+    meta = store.sweep(sweep_id)
+    rows = best_per_design(store.results(meta["id"]))
+    if json_:
+        emit_json({"sweep": meta, "rows": rows, "pareto": [r["job_index"] for r in rows if r["pareto"]]})
+        return
+    _render_rows(rows, title=f"sweep {meta['name']} ({meta['id']}), catalog {meta['catalog_version']}, "
+                             f"tool {meta['tool_version']} - * = Pareto front")
+
+
+@results_app.command("export")
+def results_export(
+    sweep_id: Annotated[str, typer.Argument(help="Sweep id (or a unique prefix, or the sweep's name).")],
+    format: Annotated[str, typer.Option("--format", help="csv | json | parquet")] = "csv",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout; parquet needs a file).")] = None,
+    db: DbOpt = Path(DEFAULT_DB),
+) -> None:
+    """Export a sweep's rows as CSV, JSON or Parquet (Parquet needs pyarrow)."""
+    from ..planner.sweep import best_per_design
+
+    if format not in ("csv", "json", "parquet"):
+        raise UnknownNameError("export format", format, ("csv", "json", "parquet"))
+    if format == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError("--format parquet needs the optional package 'pyarrow', which is not installed",
+                             hint="install it with `pip install pyarrow`, or use --format csv or json") from None
+        if output is None:
+            raise InputError("--format parquet writes a binary file", hint="pass --output FILE.parquet")
+    store = _store(db)
+    meta = store.sweep(sweep_id)
+    rows = best_per_design(store.results(meta["id"]))
+    flat = [{**{k: v for k, v in r.items() if k != "breakdown"}, "breakdown": json.dumps(r.get("breakdown") or {})}
+            for r in rows]
+    if format == "parquet":
+        import pyarrow as pa
+
+        pq.write_table(pa.Table.from_pylist(flat), str(output))
+        console_err.print(f"wrote {len(flat)} rows to {output}")
+        return
+    if format == "json":
+        text = json.dumps({"sweep": meta, "rows": rows}, indent=2, default=str)
+    else:
+        buf = io.StringIO()
+        fields = list(flat[0].keys()) if flat else []
+        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(flat)
+        text = buf.getvalue()
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text, encoding="utf-8")
+        console_err.print(f"wrote {len(flat)} rows to {output}")

@@ -1,0 +1,278 @@
+"""The seam between the planner and the performance model (STYLE.md P8: an injectable evaluator).
+
+The planner never models performance itself. It drives an :class:`Evaluator`, which maps a batch
+of layouts (one numpy array per axis, see :mod:`.space`) to arrays of metrics. The production
+evaluator, :class:`AnalyticalEvaluator`, wraps ``clustertwin.sim.analytical.estimate_batch``;
+tests pass a small fake.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import InputError
+from .space import RECOMPUTE, Plans
+
+METRICS = ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu")
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Metrics for ``n`` layouts: each array has length ``n``.
+
+    ``metrics`` holds at least :data:`METRICS` (floats); ``fits_memory`` booleans; ``breakdown``
+    seconds per step-time component; ``bottleneck`` one label per layout.
+    """
+
+    metrics: Mapping[str, np.ndarray]
+    fits_memory: np.ndarray
+    breakdown: Mapping[str, np.ndarray] = field(default_factory=dict)
+    bottleneck: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+
+    def __len__(self) -> int:
+        return int(self.fits_memory.size)
+
+    def take(self, idx: np.ndarray) -> Evaluation:
+        return Evaluation(
+            metrics={k: np.asarray(v)[idx] for k, v in self.metrics.items()},
+            fits_memory=np.asarray(self.fits_memory)[idx],
+            breakdown={k: np.asarray(v)[idx] for k, v in self.breakdown.items()},
+            bottleneck=np.asarray(self.bottleneck)[idx],
+        )
+
+    @staticmethod
+    def concat(parts: list[Evaluation]) -> Evaluation:
+        if len(parts) == 1:
+            return parts[0]
+        keys = parts[0].metrics.keys()
+        bkeys = set().union(*(p.breakdown.keys() for p in parts))
+        n = [len(p) for p in parts]
+        return Evaluation(
+            metrics={k: np.concatenate([np.asarray(p.metrics[k]) for p in parts]) for k in keys},
+            fits_memory=np.concatenate([np.asarray(p.fits_memory, dtype=bool) for p in parts]),
+            breakdown={
+                k: np.concatenate([np.asarray(p.breakdown.get(k, np.zeros(m))) for p, m in zip(parts, n, strict=True)])
+                for k in sorted(bkeys)
+            },
+            bottleneck=np.concatenate([np.asarray(p.bottleneck, dtype=object) for p in parts]),
+        )
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What the planner needs from a performance model."""
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        """Usable memory per GPU (bytes)."""
+        ...
+
+    def memory_bytes(self, plans: Plans) -> np.ndarray:
+        """Peak memory per GPU (bytes) for each layout; used to prune before timing."""
+        ...
+
+    def evaluate(self, plans: Plans) -> Evaluation:
+        """Step time, throughput, MFU/HFU, memory, breakdown and bottleneck for each layout."""
+        ...
+
+
+# ----------------------------------------------------------------------------------------------
+# The production evaluator: an adapter over clustertwin.sim.analytical.estimate_batch.
+# ----------------------------------------------------------------------------------------------
+
+
+def _engine_module():
+    try:
+        from ..sim import analytical  # type: ignore[attr-defined]
+    except ImportError as exc:  # the analytical engine is built by another area
+        raise InputError(
+            "the analytical engine (clustertwin.sim.analytical) is not available in this build",
+            hint="install a ClusterTwin build that includes clustertwin.sim, or pass an evaluator to the planner",
+        ) from exc
+    if not hasattr(analytical, "estimate_batch"):
+        raise InputError(
+            "clustertwin.sim.analytical has no estimate_batch() in this build",
+            hint="update ClusterTwin; the planner needs the vectorised analytical engine",
+        )
+    return analytical
+
+
+def resolve_model(name_or_spec: Any) -> Any:
+    """A ModelSpec from the workload zoo (or the object itself if it already is one)."""
+    if not isinstance(name_or_spec, str):
+        return name_or_spec
+    import importlib
+
+    for mod_name in ("clustertwin.workload", "clustertwin.workload.model"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except ImportError:
+            continue
+        fn = getattr(mod, "get_model", None)
+        if callable(fn):
+            return fn(name_or_spec)
+    raise InputError(
+        "the workload model zoo (clustertwin.workload) is not available in this build",
+        hint="install a ClusterTwin build that includes clustertwin.workload",
+    )
+
+
+def _takes(fn: Any, n: int) -> bool:
+    try:
+        params = [
+            p for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= n
+
+
+def _kwargs_for(fn: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep only the keyword arguments ``fn`` accepts (the engine's signature may grow)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return dict(wanted)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return dict(wanted)
+    return {k: v for k, v in wanted.items() if k in sig.parameters and v is not None}
+
+
+def normalise(raw: Mapping[str, Any], n: int) -> Evaluation:
+    """Turn the engine's dict of arrays into an :class:`Evaluation` (accepts a few spellings)."""
+
+    def arr(*names: str, default: float = np.nan) -> np.ndarray:
+        for k in names:
+            if k in raw and raw[k] is not None:
+                return np.broadcast_to(np.asarray(raw[k], dtype=float), (n,)).copy()
+        return np.full(n, default)
+
+    step = arr("step_time_s", "step_time")
+    metrics = {
+        "step_time_s": step,
+        "tokens_per_s": arr("tokens_per_s", "throughput_tokens_per_s"),
+        "mfu": arr("mfu"),
+        "hfu": arr("hfu"),
+        "tflops_per_gpu": arr("tflops_per_gpu"),
+        "memory_gb_per_gpu": arr("memory_gb_per_gpu"),
+    }
+    if np.isnan(metrics["memory_gb_per_gpu"]).all():
+        mb = arr("memory_bytes_per_gpu", "memory_bytes")
+        metrics["memory_gb_per_gpu"] = mb / 1e9
+    fits = raw.get("fits_memory")
+    fits = np.ones(n, dtype=bool) if fits is None else np.broadcast_to(np.asarray(fits, dtype=bool), (n,)).copy()
+    breakdown: dict[str, np.ndarray] = {}
+    bd = raw.get("breakdown")
+    if isinstance(bd, Mapping):
+        breakdown = {str(k): np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy() for k, v in bd.items()}
+    else:
+        for k, v in raw.items():
+            if isinstance(k, str) and k.startswith(("breakdown.", "breakdown_")):
+                breakdown[k.split(".", 1)[-1] if "." in k else k[len("breakdown_"):]] = np.broadcast_to(
+                    np.asarray(v, dtype=float), (n,)
+                ).copy()
+    bn = raw.get("bottleneck")
+    if bn is None:
+        if breakdown:
+            names = np.asarray(sorted(breakdown), dtype=object)
+            stack = np.stack([breakdown[k] for k in sorted(breakdown)])
+            bottleneck = names[np.argmax(stack, axis=0)]
+        else:
+            bottleneck = np.full(n, "", dtype=object)
+    else:
+        b = np.asarray(bn)
+        labels = raw.get("bottleneck_labels")
+        if labels is not None and np.issubdtype(b.dtype, np.integer):
+            bottleneck = np.asarray(list(labels), dtype=object)[b]
+        else:
+            bottleneck = np.broadcast_to(b.astype(object), (n,)).copy()
+    return Evaluation(metrics=metrics, fits_memory=fits, breakdown=breakdown, bottleneck=bottleneck)
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyticalEvaluator:
+    """Adapter over ``clustertwin.sim.analytical.estimate_batch`` for one (model, system, fabric, batch).
+
+    Picklable (frozen dataclass of specs), so the local and Ray executors can ship it to workers.
+    """
+
+    model: Any
+    system: Any
+    fabric: Any
+    num_gpus: int
+    global_batch: int
+    seq_len: int
+    dtype: str = "bf16"
+    oversubscription: float = 1.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return float(self.system.accelerator.hbm_bytes)
+
+    def _call(self, plans: Plans) -> Mapping[str, Any]:
+        eng = _engine_module()
+        fn = eng.estimate_batch
+        arrays = dict(plans)
+        rc = np.asarray(arrays.get("recompute", np.zeros(0, dtype=np.int64)))
+        if getattr(eng, "RECOMPUTE_AS_STRINGS", False):
+            arrays["recompute"] = np.asarray(RECOMPUTE, dtype=object)[rc]
+        kwargs = _kwargs_for(
+            fn,
+            {
+                "seq_len": self.seq_len,
+                "global_batch": self.global_batch,
+                "num_gpus": self.num_gpus,
+                "dtype": self.dtype,
+                "oversubscription": self.oversubscription,
+                **self.extra,
+            },
+        )
+        return fn(self.model, self.system, self.fabric, arrays, **kwargs)
+
+    def memory_bytes(self, plans: Plans) -> np.ndarray:
+        """Peak memory per GPU for pruning before timing.
+
+        Uses the engine's own vectorised memory model when it has one (``memory_batch``), else the
+        workload memory model (``clustertwin.workload.memory.memory_per_gpu``, Korthikanti et al.
+        2022 Table 2 + the Megatron distributed-optimizer table), without runtime overheads: a
+        lower bound of what the engine reports, so pruning never drops a plan the engine would
+        accept; the engine's ``fits_memory`` is the final word.
+        """
+        n = int(np.asarray(plans["tp"]).size)
+        eng = _engine_module()
+        fn = getattr(eng, "memory_batch", None)
+        if callable(fn):
+            kwargs = _kwargs_for(
+                fn,
+                {"seq_len": self.seq_len, "global_batch": self.global_batch, "num_gpus": self.num_gpus,
+                 "dtype": self.dtype, **self.extra},
+            )
+            out = fn(self.model, self.system, dict(plans), **kwargs)
+            if isinstance(out, Mapping):
+                out = out.get("total", out.get("memory_bytes"))
+            return np.broadcast_to(np.asarray(out, dtype=float), (n,)).copy()
+        try:
+            from ..workload.memory import memory_per_gpu
+        except ImportError:
+            ev = normalise(self._call(plans), n)
+            return ev.metrics["memory_gb_per_gpu"] * 1e9
+        tp = np.asarray(plans["tp"])
+        mb = np.asarray(plans["micro_batch"])
+        dp = np.asarray(plans["dp"])
+        out = memory_per_gpu(
+            self.model, seq_len=self.seq_len, micro_batch=mb, num_micro_batches=self.global_batch // (mb * dp),
+            tp=tp, pp=plans["pp"], dp=dp, cp=plans["cp"], ep=plans["ep"], vpp=plans["vpp"], zero=plans["zero"],
+            sp=tp > 1, recompute_code=plans["recompute"],
+        )
+        return np.broadcast_to(np.asarray(out["total"], dtype=float), (n,)).copy()
+
+    def evaluate(self, plans: Plans) -> Evaluation:
+        n = int(np.asarray(plans["tp"]).size)
+        return normalise(self._call(plans), n)

@@ -1,0 +1,187 @@
+"""``plan``: the best layouts for one model on one cluster, with clear errors for impossible asks.
+
+This is the facade the CLI (and ``clustertwin.api``) call. It resolves names against the catalog
+and the model zoo, builds the analytical evaluator (or takes an injected one), searches, optionally
+re-ranks the top plans with the event-driven engine, and explains why the runner-up lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import InputError
+from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
+from .search import SearchResult, explain_runner_up, minimum_gpus, search, usable_gpu_counts
+from .space import ModelShape, SpaceOptions, space_size, structural_space
+
+DEFAULT_MODEL = "llama3-70b"
+DEFAULT_SYSTEM = "hgx-h100"
+DEFAULT_GPUS = 1024
+DEFAULT_TOKENS_PER_BATCH = 1 << 22  # 4 Mi tokens per step when --global-batch is not given
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRequest:
+    model: Any = DEFAULT_MODEL
+    system: str = DEFAULT_SYSTEM
+    num_gpus: int | None = None
+    domains: int | None = None
+    global_batch: int | None = None
+    seq_len: int | None = None
+    fabric: str | None = None
+    dtype: str = "bf16"
+    oversubscription: float = 1.0
+    top_k: int = 5
+    engine: str = "analytical"
+    options: SpaceOptions = field(default_factory=SpaceOptions)
+    distinct_layouts: bool = True
+    workers: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReport:
+    request: dict[str, Any]  # resolved inputs (defaults filled in)
+    defaults_used: dict[str, Any]
+    plans: list[dict[str, Any]]
+    runner_up: dict[str, Any] | None
+    stats: dict[str, Any]
+    engine: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"plans": self.plans, "request": self.request, "defaults_used": self.defaults_used,
+                "runner_up": self.runner_up, "stats": self.stats, "engine": self.engine}
+
+
+def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evaluator] | None = None) -> PlanReport:
+    """Search the layouts of ``req`` and return the best ``top_k`` (InputError if none can run)."""
+    defaults: dict[str, Any] = {}
+    system = catalog.system(req.system)
+    model = resolve_model(req.model)
+    shape = ModelShape.of(model)
+    domain = int(system.devices_per_domain)
+    if req.num_gpus is not None and req.domains is not None and req.num_gpus != req.domains * domain:
+        raise InputError(
+            f"--gpus {req.num_gpus} and --domains {req.domains} disagree: {req.domains} domains of {system.id} "
+            f"hold {req.domains * domain} GPUs",
+            hint="pass only one of --gpus and --domains",
+        )
+    if req.num_gpus is not None:
+        gpus = int(req.num_gpus)
+    elif req.domains is not None:
+        gpus = int(req.domains) * domain
+    else:
+        gpus = DEFAULT_GPUS
+        defaults["gpus"] = gpus
+    seq = req.seq_len
+    if seq is None:
+        seq = int(getattr(model, "seq_len", 0) or 2048)
+        defaults["seq_len"] = seq
+    gb = req.global_batch
+    if gb is None:
+        gb = max(1, DEFAULT_TOKENS_PER_BATCH // seq)
+        defaults["global_batch"] = gb
+    for name, v in (("--gpus", gpus), ("--global-batch", gb), ("--seq-len", seq), ("--top", req.top_k)):
+        if v < 1:
+            raise InputError(f"{name} must be a positive integer, got {v}", hint=f"pass {name} 1 or more")
+    fabric_id = req.fabric or system.default_scaleout
+    if req.fabric is None:
+        defaults["fabric"] = fabric_id
+    fabric = catalog.fabric(fabric_id)
+    if req.engine not in ("analytical", "event"):
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("engine", req.engine, ("analytical", "event"))
+
+    def make(n: int) -> Evaluator:
+        if evaluator_for is not None:
+            return evaluator_for(n)
+        return AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=n, global_batch=gb,
+                                   seq_len=seq, dtype=req.dtype, oversubscription=req.oversubscription)
+
+    ev = make(gpus)
+    top = max(req.top_k, 10) if req.engine == "event" else req.top_k
+    res = search(shape, ev, num_gpus=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
+                 options=req.options, top_k=top, distinct_layouts=req.distinct_layouts, workers=req.workers)
+    request = {"model": shape.name, "system": system.id, "gpus": gpus, "domains": gpus / domain,
+               "global_batch": gb, "seq_len": seq, "fabric": fabric_id, "dtype": req.dtype,
+               "oversubscription": req.oversubscription, "engine": req.engine}
+    if len(res) == 0:
+        _raise_impossible(res, shape, system, gpus, gb, seq, domain, req, make)
+    records = res.records()
+    engine = "analytical"
+    if req.engine == "event":
+        records = rerank_event(records, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=gb,
+                               seq_len=seq, dtype=req.dtype)
+        engine = "event"
+    records = records[: req.top_k]
+    for i, r in enumerate(records):
+        r["rank"] = i + 1
+    stats = {
+        "candidates": res.stats.num_structural, "fit_memory": res.stats.num_fit,
+        "evaluated": res.stats.num_evaluated, "feasible": res.stats.num_feasible,
+        "search_s": res.stats.elapsed_s, "memory_capacity_gb": res.stats.capacity_gb,
+    }
+    return PlanReport(request=request, defaults_used=defaults, plans=records,
+                      runner_up=explain_runner_up(records), stats=stats, engine=engine)
+
+
+def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: int, gb: int, seq: int,
+                      domain: int, req: PlanRequest, make: Callable[[int], Evaluator]) -> None:
+    acc = system.accelerator
+    chip = f"{acc.name.split('(')[0].strip() or acc.id} ({acc.hbm_bytes / 1e9:.0f} GB)"
+    if res.stats.num_structural == 0:
+        near = usable_gpu_counts(shape, near=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
+                                 options=req.options)
+        batch_ok = [b for b in _batch_candidates(gb) if space_size(structural_space(
+            shape, num_gpus=gpus, domain_size=domain, global_batch=b, seq_len=seq, options=req.options))]
+        hint = []
+        if near:
+            hint.append("use --gpus " + " or ".join(str(n) for n in near))
+        if batch_ok:
+            hint.append(f"or keep {gpus} GPUs with --global-batch {batch_ok[0]}")
+        raise InputError(
+            f"no parallel layout of {shape.name} can use {gpus} GPUs with global batch {gb}: tp must divide "
+            f"the {shape.num_attention_heads} heads and fit a {domain}-GPU domain, pp the {shape.num_layers} "
+            f"layers, and dp*micro-batch the global batch",
+            hint=" ".join(hint) or "change --gpus or --global-batch",
+        )
+    need = minimum_gpus(shape, make, start=gpus + 1, domain_size=domain, global_batch=gb, seq_len=seq,
+                        options=req.options)
+    where = f"{shape.name} does not fit on {gpus} {chip} at any layout"
+    detail = (f" (the smallest layout needs {res.stats.min_memory_gb:.0f} GB per GPU, "
+              f"{res.stats.capacity_gb:.0f} GB available)")
+    if need is None:
+        raise InputError(where + detail, hint="use a GPU with more memory or a smaller model")
+    raise InputError(
+        where + detail,
+        hint=f"needs at least {need} {chip} for the weights, optimizer states and activations: "
+             f"use --gpus {need} or more",
+    )
+
+
+def _batch_candidates(gb: int) -> list[int]:
+    c = sorted({max(1, gb - (gb % k)) for k in (8, 16, 32, 64, 128)} | {1 << max(0, (gb - 1).bit_length())})
+    return [b for b in c if b != gb]
+
+
+def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabric: Any, gpus: int,
+                 global_batch: int, seq_len: int, dtype: str) -> list[dict[str, Any]]:
+    """Re-time the analytical top plans with the event-driven engine and re-sort by its throughput."""
+    from .event_adapter import event_estimate
+
+    out = []
+    for r in records:  # k plans (about 10): the slow engine only sees the short list
+        e = event_estimate(r, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=global_batch,
+                           seq_len=seq_len, dtype=dtype)
+        rr = dict(r)
+        rr["analytical_step_time_s"] = r["step_time_s"]
+        rr.update({k: e[k] for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu") if k in e})
+        if e.get("breakdown"):
+            rr["breakdown"] = dict(e["breakdown"])
+        if e.get("bottleneck"):
+            rr["bottleneck"] = str(e["bottleneck"])
+        out.append(rr)
+    out.sort(key=lambda r: -r["tokens_per_s"])
+    return out

@@ -1,0 +1,288 @@
+"""Vectorised search: generate the space, prune by memory, time what fits, rank by throughput.
+
+The driver never loops over candidates in Python: it hands numpy arrays to an
+:class:`~clustertwin.planner.evaluator.Evaluator` in chunks, and ranks with ``np.lexsort``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .evaluator import Evaluation, Evaluator
+from .space import AXES, RECOMPUTE, ModelShape, Plans, SpaceOptions, space_size, structural_space, take
+
+LAYOUT_AXES = ("tp", "pp", "dp", "cp", "ep", "vpp")
+DEFAULT_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class SearchStats:
+    num_structural: int
+    num_fit: int
+    num_evaluated: int
+    num_feasible: int
+    elapsed_s: float
+    min_memory_gb: float  # smallest peak memory per GPU over the whole space (nan if empty)
+    capacity_gb: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Ranked plans (best first) as columns, plus the statistics of the search."""
+
+    plans: Plans
+    evaluation: Evaluation
+    stats: SearchStats
+    space: Plans = field(repr=False)
+
+    def __len__(self) -> int:
+        return space_size(self.plans)
+
+    def records(self, k: int | None = None) -> list[dict[str, Any]]:
+        """Best-first list of JSON-ready plan dicts (degrees + metrics + breakdown + bottleneck)."""
+        n = len(self) if k is None else min(k, len(self))
+        cap = self.stats.capacity_gb
+        out = []
+        for i in range(n):  # at most k rows: presentation, not search
+            rec: dict[str, Any] = {a: int(self.plans[a][i]) for a in AXES}
+            rec["recompute"] = RECOMPUTE[rec["recompute"]]
+            rec["rank"] = i + 1
+            for m, v in self.evaluation.metrics.items():
+                rec[m] = float(v[i])
+            rec["fits_memory"] = bool(self.evaluation.fits_memory[i])
+            rec["memory_headroom_gb"] = float(cap - rec["memory_gb_per_gpu"])
+            rec["breakdown"] = {k: float(v[i]) for k, v in self.evaluation.breakdown.items()}
+            rec["bottleneck"] = str(self.evaluation.bottleneck[i])
+            out.append(rec)
+        return out
+
+
+def _evaluate_chunked(evaluator: Evaluator, plans: Plans, chunk: int, workers: int) -> Evaluation:
+    n = space_size(plans)
+    bounds = [(s, min(n, s + chunk)) for s in range(0, n, chunk)]
+    parts = [take(plans, slice(a, b)) for a, b in bounds]
+    if workers > 1 and len(parts) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            evs = list(pool.map(evaluator.evaluate, parts))
+    else:
+        evs = [evaluator.evaluate(p) for p in parts]
+    return Evaluation.concat(evs)
+
+
+def _memory_chunked(evaluator: Evaluator, plans: Plans, chunk: int) -> np.ndarray:
+    n = space_size(plans)
+    return np.concatenate(
+        [np.asarray(evaluator.memory_bytes(take(plans, slice(s, min(n, s + chunk)))), dtype=float)
+         for s in range(0, n, chunk)]
+    ) if n else np.zeros(0)
+
+
+def rank_order(ev: Evaluation, plans: Plans) -> np.ndarray:
+    """Best first: highest throughput, then most memory headroom, then the simplest layout.
+
+    Ties (equal throughput) go to less memory, then fewer model-parallel ranks (tp*pp*cp), then
+    lower ZeRO stage and less recompute, so the order is deterministic.
+    """
+    tps = np.nan_to_num(ev.metrics["tokens_per_s"], nan=-np.inf)
+    mem = np.nan_to_num(ev.metrics["memory_gb_per_gpu"], nan=np.inf)
+    mp = plans["tp"] * plans["pp"] * plans["cp"]
+    keys = (plans["micro_batch"], plans["vpp"], plans["ep"], plans["recompute"], plans["zero"], mp, mem,
+            -np.round(tps, 6))
+    return np.lexsort(keys)
+
+
+def unique_layouts(plans: Plans, order: np.ndarray) -> np.ndarray:
+    """Keep, in ``order``, the first (best) row of each (tp, pp, dp, cp, ep, vpp) layout."""
+    if order.size == 0:
+        return order
+    key = np.stack([plans[a][order] for a in LAYOUT_AXES], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    return order[np.sort(first)]
+
+
+def search(
+    model: Any,
+    evaluator: Evaluator,
+    *,
+    num_gpus: int,
+    domain_size: int,
+    global_batch: int,
+    seq_len: int,
+    options: SpaceOptions | None = None,
+    top_k: int | None = 10,
+    distinct_layouts: bool = True,
+    chunk: int = DEFAULT_CHUNK,
+    workers: int = 1,
+    memory_headroom: float = 0.0,
+) -> SearchResult:
+    """Search every valid layout and return the ``top_k`` best (all feasible ones if ``None``).
+
+    ``memory_headroom`` is a fraction of HBM kept free (allocator fragmentation, MODELLING.md 2.5).
+    """
+    t0 = time.perf_counter()
+    space = structural_space(
+        model, num_gpus=num_gpus, domain_size=domain_size, global_batch=global_batch, seq_len=seq_len,
+        options=options,
+    )
+    n = space_size(space)
+    cap = float(evaluator.memory_capacity_bytes) * (1.0 - memory_headroom)
+    if n:
+        mem = _memory_chunked(evaluator, space, chunk)
+        fit = mem <= cap
+        min_mem = float(np.nanmin(mem)) / 1e9
+    else:
+        fit = np.zeros(0, dtype=bool)
+        min_mem = float("nan")
+    cand = take(space, fit)
+    ev = _evaluate_chunked(evaluator, cand, chunk, workers) if space_size(cand) else None
+    if ev is None:
+        empty = {a: np.zeros(0, dtype=np.int64) for a in AXES}
+        ev0 = Evaluation(metrics={}, fits_memory=np.zeros(0, dtype=bool))
+        stats = SearchStats(n, int(fit.sum()), 0, 0, time.perf_counter() - t0, min_mem, cap / 1e9)
+        return SearchResult(plans=empty, evaluation=ev0, stats=stats, space=space)
+    ok = np.asarray(ev.fits_memory, dtype=bool) & np.isfinite(ev.metrics["tokens_per_s"])
+    ok &= ev.metrics["memory_gb_per_gpu"] * 1e9 <= cap
+    idx = np.flatnonzero(ok)
+    feas, ev_f = take(cand, idx), ev.take(idx)
+    order = rank_order(ev_f, feas)
+    if distinct_layouts:
+        order = unique_layouts(feas, order)
+    if top_k is not None:
+        order = order[:top_k]
+    stats = SearchStats(
+        num_structural=n,
+        num_fit=int(fit.sum()),
+        num_evaluated=space_size(cand),
+        num_feasible=int(idx.size),
+        elapsed_s=time.perf_counter() - t0,
+        min_memory_gb=min_mem,
+        capacity_gb=cap / 1e9,
+    )
+    return SearchResult(plans=take(feas, order), evaluation=ev_f.take(order), stats=stats, space=space)
+
+
+def explain_runner_up(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Why plan #2 lost to plan #1: the breakdown component whose time differs most."""
+    if len(records) < 2:
+        return None
+    a, b = records[0], records[1]
+    comps = sorted(set(a.get("breakdown", {})) | set(b.get("breakdown", {})))
+    diffs = {c: float(b.get("breakdown", {}).get(c, 0.0)) - float(a.get("breakdown", {}).get(c, 0.0)) for c in comps}
+    slower = (b["step_time_s"] / a["step_time_s"] - 1.0) if a["step_time_s"] else float("nan")
+    out: dict[str, Any] = {
+        "winner": layout_label(a),
+        "runner_up": layout_label(b),
+        "runner_up_slower_pct": 100.0 * slower,
+        "throughput_gap_pct": 100.0 * (1.0 - b["tokens_per_s"] / a["tokens_per_s"]) if a["tokens_per_s"] else None,
+    }
+    if diffs:
+        comp = max(diffs, key=lambda c: abs(diffs[c]))
+        out.update(component=comp, delta_s=diffs[comp], deltas_s=diffs)
+        verb = "more" if diffs[comp] > 0 else "less"
+        out["text"] = (
+            f"runner-up {out['runner_up']} is {100 * slower:.1f}% slower per step; the largest difference is "
+            f"{comp}: {abs(diffs[comp]) * 1e3:.0f} ms {verb} than {out['winner']}"
+        )
+    else:
+        out["text"] = f"runner-up {out['runner_up']} is {100 * slower:.1f}% slower per step"
+    return out
+
+
+def layout_label(rec: Mapping[str, Any]) -> str:
+    parts = [f"TP{rec['tp']}", f"PP{rec['pp']}"]
+    if rec.get("vpp", 1) > 1:
+        parts.append(f"V{rec['vpp']}")
+    parts += [f"DP{rec['dp']}"]
+    if rec.get("cp", 1) > 1:
+        parts.append(f"CP{rec['cp']}")
+    if rec.get("ep", 1) > 1:
+        parts.append(f"EP{rec['ep']}")
+    parts.append(f"mb{rec['micro_batch']}")
+    parts.append(f"ZeRO{rec['zero']}")
+    rc = rec.get("recompute", "none")
+    if rc != "none":
+        parts.append(f"rc-{rc}")
+    return " ".join(parts)
+
+
+def minimum_gpus(
+    model: Any,
+    evaluator_for: Callable[[int], Evaluator],
+    *,
+    start: int,
+    domain_size: int,
+    global_batch: int,
+    seq_len: int,
+    options: SpaceOptions | None = None,
+    limit: int = 1 << 20,
+) -> int | None:
+    """Smallest GPU count >= ``start`` (doubling, then bisecting over multiples of the domain)
+    at which some layout fits in memory, or ``None`` up to ``limit``.
+
+    Only memory is evaluated (cheap), a handful of times: this is for the error message of an
+    impossible request.
+    """
+
+    def fits(n: int) -> bool:
+        sp = structural_space(model, num_gpus=n, domain_size=domain_size, global_batch=global_batch,
+                              seq_len=seq_len, options=options)
+        if not space_size(sp):
+            return False
+        ev = evaluator_for(n)
+        return bool((np.asarray(ev.memory_bytes(sp)) <= ev.memory_capacity_bytes).any())
+
+    step = max(1, domain_size)
+    n = max(step, -(-start // step) * step)
+    lo = None
+    while n <= limit:
+        if fits(n):
+            break
+        lo, n = n, n * 2
+    else:
+        return None
+    if lo is None:
+        return n
+    # bisect over multiples of the domain between lo (does not fit) and n (fits)
+    a, b = lo // step, n // step
+    while b - a > 1:
+        m = (a + b) // 2
+        if fits(m * step):
+            b = m
+        else:
+            a = m
+    return b * step
+
+
+def usable_gpu_counts(
+    model: Any, *, near: int, domain_size: int, global_batch: int, seq_len: int,
+    options: SpaceOptions | None = None, radius: int = 64,
+) -> list[int]:
+    """GPU counts near ``near`` for which at least one layout is structurally valid (closest first)."""
+    found = []
+    for n in sorted(range(max(1, near - radius), near + radius + 1), key=lambda x: (abs(x - near), x)):
+        if space_size(structural_space(model, num_gpus=n, domain_size=domain_size, global_batch=global_batch,
+                                       seq_len=seq_len, options=options)):
+            found.append(n)
+        if len(found) >= 3:
+            break
+    return found
+
+
+__all__ = [
+    "ModelShape",
+    "SearchResult",
+    "SearchStats",
+    "explain_runner_up",
+    "layout_label",
+    "minimum_gpus",
+    "rank_order",
+    "search",
+    "unique_layouts",
+    "usable_gpu_counts",
+]

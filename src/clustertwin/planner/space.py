@@ -1,0 +1,237 @@
+"""The search space: every valid parallel layout for a model on a cluster, as numpy arrays.
+
+A layout is one value per axis: ``tp, pp, dp, cp, ep, vpp, zero, micro_batch, recompute``. The
+space is built as the Cartesian product of small per-axis candidate lists (a few divisors each),
+then filtered with vectorised masks, so no per-candidate Python object is ever made. Rules
+(Megatron-LM conventions, Narayanan et al. SC'21 Sec. 3; Megatron-Core ``parallel_state``):
+
+* ``tp * pp * cp * dp == num_gpus`` (every GPU is used; expert parallelism is folded inside
+  ``tp * cp * dp`` of a pipeline stage, as the validation CSV documents);
+* ``tp`` divides the attention heads and the FFN width; ``tp`` and the key/value heads (GQA query
+  groups) divide one another (KV heads are replicated when ``tp`` exceeds them; not checked for MLA);
+  by default ``tp`` sits inside one scale-up domain (``domain % tp == 0``);
+* ``pp <= layers`` and ``pp * vpp`` divides the layers, or, with ``uneven_pipeline`` (default), the
+  layers plus two (the embedding and the loss counted as one layer each on the first and last stage,
+  Megatron ``account_for_embedding/loss_in_pipeline_split``; Llama 3 405B runs 126 layers on PP16 with
+  one fewer layer on the first and last stage, arXiv:2407.21783 Sec. 3.3.2);
+* ``vpp > 1`` only with ``pp > 1`` and a number of micro-batches divisible by ``pp`` (interleaved 1F1B,
+  Megatron-LM ``get_forward_backward_func`` requirement);
+* the global batch divides by ``micro_batch * dp``;
+* ``cp > 1`` splits the sequence in ``2 * cp`` chunks (load-balanced causal ring attention), so
+  ``seq_len % (2 * cp) == 0``;
+* ``ep`` divides the experts and ``tp * cp * dp``; by default the EP group (``ep`` consecutive ranks)
+  sits inside one scale-up domain (``domain % ep == 0``);
+* ``zero > 0`` only when there is data parallelism to shard over (``dp * cp > 1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+AXES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
+RECOMPUTE = ("none", "selective", "full")
+Plans = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelShape:
+    """What the search space needs to know about a model (read from any ModelSpec-like object)."""
+
+    name: str
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    num_experts: int = 0  # 0 or 1: dense
+    ffn_hidden_size: int = 0  # 0: not checked
+    mla: bool = False  # multi-head latent attention: no KV-head divisibility rule
+
+    @classmethod
+    def of(cls, model: Any) -> ModelShape:
+        if isinstance(model, ModelShape):
+            return model
+
+        def pick(*names: str, default: Any = None) -> Any:
+            for n in names:
+                v = getattr(model, n, None)
+                if v is not None:
+                    return v
+            return default
+
+        heads = int(pick("num_attention_heads", "num_heads", "heads", "n_heads"))
+        return cls(
+            name=str(pick("id", "name", default="model")),
+            num_layers=int(pick("num_layers", "layers", "n_layers")),
+            num_attention_heads=heads,
+            num_kv_heads=int(pick("num_kv_heads", "num_query_groups", "kv_heads", default=heads) or heads),
+            num_experts=int(pick("num_experts", "experts", default=0) or 0),
+            ffn_hidden_size=int(pick("ffn_hidden_size", "ffn", default=0) or 0),
+            mla=bool(pick("is_mla", default=False)),
+        )
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpaceOptions:
+    """Knobs of the search space. Defaults cover what production recipes use."""
+
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    recompute: tuple[str, ...] = RECOMPUTE
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8)
+    max_vpp: int = 8
+    max_cp: int = 32
+    max_pp: int = 128
+    tp_across_domains: bool = False
+    ep_across_domains: bool = False
+    uneven_pipeline: bool = True
+    # fixed values (from --tp/--pp/... on the command line): axis -> allowed values
+    fixed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, vals in self.fixed.items():
+            if name not in AXES:
+                raise InputError(f"unknown parallel axis {name!r}", hint=f"axes: {', '.join(AXES)}")
+            if not vals:
+                raise InputError(f"no value given for {name}")
+        bad = [r for r in self.recompute if r not in RECOMPUTE]
+        if bad:
+            raise InputError(f"unknown recompute setting {bad[0]!r}", hint=f"use one of {', '.join(RECOMPUTE)}")
+        bad_z = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
+        if bad_z:
+            raise InputError(f"ZeRO stage {bad_z[0]} does not exist", hint="use 0, 1, 2 or 3")
+
+
+def divisors(n: int) -> np.ndarray:
+    """Sorted positive divisors of ``n`` (vectorised trial division)."""
+    if n < 1:
+        return np.zeros(0, dtype=np.int64)
+    k = np.arange(1, int(np.sqrt(n)) + 1, dtype=np.int64)
+    k = k[n % k == 0]
+    return np.unique(np.concatenate([k, n // k]))
+
+
+def _restrict(name: str, cands: np.ndarray, opts: SpaceOptions) -> np.ndarray:
+    if name in opts.fixed:
+        return np.asarray(sorted(set(opts.fixed[name])), dtype=np.int64)
+    return cands
+
+
+def structural_space(
+    model: Any,
+    *,
+    num_gpus: int,
+    domain_size: int,
+    global_batch: int,
+    seq_len: int,
+    options: SpaceOptions | None = None,
+) -> Plans:
+    """All structurally valid layouts (before memory pruning), one numpy array per axis.
+
+    >>> s = structural_space(ModelShape(name="m", num_layers=32, num_attention_heads=32, num_kv_heads=8),
+    ...                      num_gpus=16, domain_size=8, global_batch=64, seq_len=4096)
+    >>> bool(((s["tp"] * s["pp"] * s["cp"] * s["dp"]) == 16).all())
+    True
+    """
+    opts = options or SpaceOptions()
+    shape = ModelShape.of(model)
+    n, d = int(num_gpus), int(domain_size)
+    if n < 1 or global_batch < 1 or seq_len < 1:
+        return {a: np.zeros(0, dtype=np.int64) for a in AXES}
+    div_n = divisors(n)
+    L, A, G = shape.num_layers, shape.num_attention_heads, shape.num_kv_heads
+
+    tp_ok = A % div_n == 0
+    if not shape.mla:
+        tp_ok &= (G % div_n == 0) | (div_n % G == 0)
+    if shape.ffn_hidden_size:
+        tp_ok &= shape.ffn_hidden_size % div_n == 0
+    tp = div_n[tp_ok]
+    if not opts.tp_across_domains:
+        tp = tp[d % tp == 0]
+    pp = div_n[(div_n <= min(L, opts.max_pp))]
+    cp = div_n[(div_n <= opts.max_cp) & ((div_n == 1) | (seq_len % (2 * div_n) == 0))]
+    vpp = np.arange(1, opts.max_vpp + 1, dtype=np.int64)
+    if shape.is_moe:
+        ep = div_n[shape.num_experts % div_n == 0]
+        if not opts.ep_across_domains:
+            ep = ep[d % ep == 0]
+    else:
+        ep = np.ones(1, dtype=np.int64)
+    mb = np.asarray(sorted(set(opts.micro_batches)), dtype=np.int64)
+    zero = np.asarray(sorted(set(opts.zero_stages)), dtype=np.int64)
+    rc = np.asarray(sorted({RECOMPUTE.index(r) for r in opts.recompute}), dtype=np.int64)
+
+    tp, pp, cp, vpp, ep, mb, zero, rc = (
+        _restrict(k, v, opts)
+        for k, v in zip(
+            ("tp", "pp", "cp", "vpp", "ep", "micro_batch", "zero", "recompute"),
+            (tp, pp, cp, vpp, ep, mb, zero, rc),
+            strict=True,
+        )
+    )
+    # Stage 1: the model-parallel shape (tp, pp, cp, vpp): small product, filter early.
+    g = np.meshgrid(tp, pp, cp, vpp, indexing="ij")
+    TP, PP, CP, V = (x.ravel() for x in g)
+    mp = TP * PP * CP
+    ok = n % mp == 0
+    chunks = PP * V
+    even = L % chunks == 0
+    if opts.uneven_pipeline:
+        # embedding and loss as one layer each: the first and last chunk hold one layer fewer,
+        # and no chunk may end up empty.
+        even |= ((L + 2) % chunks == 0) & ((L + 2) // chunks >= 2) & (PP > 1)
+    ok &= even & ((V == 1) | (PP > 1))
+    TP, PP, CP, V = TP[ok], PP[ok], CP[ok], V[ok]
+    DP = n // (TP * PP * CP)
+    if "dp" in opts.fixed:
+        keep = np.isin(DP, np.asarray(opts.fixed["dp"], dtype=np.int64))
+        TP, PP, CP, V, DP = TP[keep], PP[keep], CP[keep], V[keep], DP[keep]
+
+    # Stage 2: cross with ep, micro-batch, zero, recompute by index arrays (no Python loop).
+    sizes = (TP.size, ep.size, mb.size, zero.size, rc.size)
+    if 0 in sizes:
+        return {a: np.zeros(0, dtype=np.int64) for a in AXES}
+    i0, i1, i2, i3, i4 = (x.ravel() for x in np.indices(sizes, dtype=np.int64))
+    TP, PP, CP, V, DP = TP[i0], PP[i0], CP[i0], V[i0], DP[i0]
+    EP, MB, Z, RC = ep[i1], mb[i2], zero[i3], rc[i4]
+    ok = global_batch % (MB * DP) == 0
+    num_micro = global_batch // np.maximum(MB * DP, 1)
+    ok &= (V == 1) | (num_micro % PP == 0)
+    ok &= ((TP * CP * DP) % EP) == 0
+    ok &= (Z == 0) | (DP * CP > 1)
+    out = {
+        "tp": TP[ok],
+        "pp": PP[ok],
+        "dp": DP[ok],
+        "cp": CP[ok],
+        "ep": EP[ok],
+        "vpp": V[ok],
+        "zero": Z[ok],
+        "micro_batch": MB[ok],
+        "recompute": RC[ok],
+    }
+    return {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in out.items()}
+
+
+def space_size(plans: Plans) -> int:
+    return int(next(iter(plans.values())).size) if plans else 0
+
+
+def take(plans: Mapping[str, np.ndarray], idx: np.ndarray | slice) -> Plans:
+    """Select rows of a column dict."""
+    return {k: np.asarray(v)[idx] for k, v in plans.items()}
+
+
+def concat(parts: list[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not parts:
+        return {}
+    keys = parts[0].keys()
+    return {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in keys}

@@ -1,0 +1,395 @@
+"""Design-space sweeps: a YAML grid of cluster designs x models x global batches.
+
+Each job (one design, one model, one global batch) is searched for its best plan; jobs are grouped in
+chunks; a chunk's id is a hash of its inputs (jobs, search options, catalog and tool versions), so
+a restarted sweep skips the chunks already in the results store. The Pareto front of throughput vs
+cost vs power (cost and power from the bill of materials) is computed over the stored rows.
+
+Example sweep file (``scenarios/sweeps/*.yaml``)::
+
+    name: h100-ib-vs-roce
+    designs:                 # a grid (or a list of grids); every key takes a value or a list
+      system: hgx-h100
+      domains: [64, 128]     # scale-up domains (or `gpus:`)
+      fabric: [ib-ndr-400g, roce-400g]
+      oversubscription: [1, 2]
+    models: [llama3-70b]
+    global_batch: [512, 1024]
+    seq_len: 8192
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
+
+from ..errors import InputError
+from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
+from .pareto import pareto_mask
+from .search import search
+from .space import RECOMPUTE, ModelShape, SpaceOptions
+
+# ------------------------------------------------------------------ the sweep file (pydantic at the edge)
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+class DesignGridIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    system: list[str]
+    domains: list[PositiveInt] | None = None
+    gpus: list[PositiveInt] | None = None
+    fabric: list[str | None] = Field(default_factory=lambda: [None])
+    oversubscription: list[PositiveFloat] = Field(default_factory=lambda: [1.0])
+
+    @field_validator("system", "domains", "gpus", "fabric", "oversubscription", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return v if v is None else _as_list(v)
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    zero_stages: list[int] = Field(default_factory=lambda: [0, 1, 2, 3])
+    recompute: list[str] = Field(default_factory=lambda: list(RECOMPUTE))
+    micro_batches: list[PositiveInt] = Field(default_factory=lambda: [1, 2, 4, 8])
+    max_vpp: PositiveInt = 8
+    max_cp: PositiveInt = 32
+    tp_across_domains: bool = False
+    ep_across_domains: bool = False
+
+    def to_options(self) -> SpaceOptions:
+        return SpaceOptions(
+            zero_stages=tuple(self.zero_stages), recompute=tuple(self.recompute),
+            micro_batches=tuple(self.micro_batches), max_vpp=self.max_vpp, max_cp=self.max_cp,
+            tp_across_domains=self.tp_across_domains, ep_across_domains=self.ep_across_domains,
+        )
+
+
+class SweepIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = "sweep"
+    designs: list[DesignGridIn]
+    models: list[str]
+    global_batch: list[PositiveInt]
+    seq_len: list[PositiveInt] | None = None
+    dtype: str = "bf16"
+    search: SearchIn = Field(default_factory=SearchIn)
+    chunk_size: PositiveInt = 1
+    extra: dict[str, Any] = Field(default_factory=dict)  # passed to the evaluator factory
+
+    @field_validator("designs", "models", "global_batch", "seq_len", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return v if v is None else _as_list(v)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """One point of the grid: a design, a model, a global batch."""
+
+    index: int
+    system: str
+    num_gpus: int
+    domains: int | None
+    fabric: str  # resolved: the system's default scale-out when the file gives none
+    oversubscription: float
+    model: str
+    global_batch: int
+    seq_len: int
+    dtype: str = "bf16"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def key(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["extra"] = dict(self.extra)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    index: int
+    chunk_id: str
+    jobs: tuple[Job, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A parsed, expanded sweep: its id (hash of the inputs), jobs and chunks."""
+
+    name: str
+    spec: dict[str, Any]
+    sweep_id: str
+    jobs: tuple[Job, ...]
+    chunks: tuple[Chunk, ...]
+    options: SpaceOptions
+    catalog_version: str
+    tool_version: str
+    catalog_paths: tuple[str, ...] = ()
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_sweep_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"sweep file {str(p)!r} does not exist", hint="see scenarios/sweeps/ for examples") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"sweep file {str(p)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"sweep file {str(p)!r} must hold a mapping", hint="see scenarios/sweeps/ for examples")
+    return data
+
+
+def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep file",
+                catalog_paths: Sequence[str] = (), resolve: Callable[[str], Any] | None = None) -> Sweep:
+    """Validate a sweep mapping against the catalog and the model zoo and expand it to chunks."""
+    from .. import __version__
+
+    try:
+        spec = SweepIn.model_validate(dict(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{label}: {loc}: {err['msg']}",
+                         hint="keys: name, designs (system, domains|gpus, fabric, oversubscription), models, "
+                              "global_batch, seq_len, dtype, search, chunk_size") from None
+    options = spec.search.to_options()
+    jobs: list[Job] = []
+    for grid in spec.designs:
+        if (grid.domains is None) == (grid.gpus is None):
+            raise InputError(f"{label}: each design grid needs exactly one of `domains` or `gpus`",
+                             hint="e.g. `domains: [64, 128]` (scale-up domains) or `gpus: [512, 1024]`")
+        sizes = grid.domains if grid.domains is not None else grid.gpus
+        for system_id, size, fabric, over, model, gb in itertools.product(
+            grid.system, sizes, grid.fabric, grid.oversubscription, spec.models, spec.global_batch
+        ):
+            sysspec = catalog.system(system_id)
+            fab = fabric or sysspec.default_scaleout
+            catalog.fabric(fab)  # unknown names fail before any work
+            m = (resolve or resolve_model_cached)(model)  # unknown names fail before any work
+            seqs = spec.seq_len or [int(getattr(m, "seq_len", 0) or 2048)]
+            for seq in seqs:
+                domains = int(size) if grid.domains is not None else None
+                gpus = domains * sysspec.devices_per_domain if domains is not None else int(size)
+                jobs.append(Job(index=len(jobs), system=system_id, num_gpus=gpus, domains=domains, fabric=fab,
+                                oversubscription=float(over), model=model, global_batch=int(gb), seq_len=int(seq),
+                                dtype=spec.dtype, extra=dict(spec.extra)))
+    if not jobs:
+        raise InputError(f"{label}: the grid is empty", hint="give at least one system, size, model and batch")
+    spec_dict = spec.model_dump()
+    common = {"options": _options_key(options), "catalog": catalog.version, "tool": __version__}
+    chunks = []
+    for ci, start in enumerate(range(0, len(jobs), spec.chunk_size)):
+        cj = tuple(jobs[start:start + spec.chunk_size])
+        cid = _digest({"jobs": [j.key() for j in cj], **common})
+        chunks.append(Chunk(index=ci, chunk_id=cid, jobs=cj))
+    sweep_id = _digest({"jobs": [j.key() for j in jobs], "chunk_size": spec.chunk_size, **common})
+    return Sweep(name=spec.name, spec=spec_dict, sweep_id=sweep_id, jobs=tuple(jobs), chunks=tuple(chunks),
+                 options=options, catalog_version=catalog.version, tool_version=__version__,
+                 catalog_paths=tuple(str(p) for p in catalog_paths))
+
+
+def _options_key(o: SpaceOptions) -> dict[str, Any]:
+    d = {k: getattr(o, k) for k in o.__dataclass_fields__}
+    d["fixed"] = {k: list(v) for k, v in dict(o.fixed).items()}
+    return d
+
+
+@lru_cache(maxsize=256)
+def resolve_model_cached(name: str) -> Any:
+    return resolve_model(name)
+
+
+# ------------------------------------------------------------------ evaluating a chunk (runs in workers)
+
+EvaluatorFactory = Callable[[Job, Any], tuple[Any, Evaluator]]
+
+
+def default_factory(job: Job, catalog: Any) -> tuple[Any, Evaluator]:
+    """The analytical engine for a job: (model spec, evaluator)."""
+    model = resolve_model_cached(job.model)
+    system = catalog.system(job.system)
+    fabric = catalog.fabric(job.fabric)
+    ev = AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=job.num_gpus,
+                             global_batch=job.global_batch, seq_len=job.seq_len, dtype=job.dtype,
+                             oversubscription=job.oversubscription)
+    return model, ev
+
+
+def design_cost_power(job: Job, catalog: Any) -> tuple[float | None, float | None]:
+    """Capital cost (USD) and power (W) of the job's cluster from the bill of materials.
+
+    Uses ``clustertwin.cluster.bom`` when this build has it; ``(None, None)`` otherwise.
+    """
+    try:
+        from ..cluster import bom  # type: ignore[attr-defined]
+    except ImportError:
+        return None, None
+    from .bom_adapter import cost_power
+
+    return cost_power(bom, job, catalog)
+
+
+@lru_cache(maxsize=8)
+def _catalog(paths: tuple[str, ...]) -> Any:
+    from ..catalog import load_catalog
+
+    return load_catalog(paths)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkTask:
+    """Everything a worker needs to evaluate one chunk (picklable)."""
+
+    chunk: Chunk
+    options: SpaceOptions
+    catalog_paths: tuple[str, ...]
+    factory: EvaluatorFactory = default_factory
+    cost_fn: Callable[[Job, Any], tuple[float | None, float | None]] = design_cost_power
+
+
+def run_chunk(task: ChunkTask) -> tuple[list[dict[str, Any]], float]:
+    """Search every job of the chunk; return one result row per job and the elapsed seconds."""
+    t0 = time.perf_counter()
+    catalog = _catalog(task.catalog_paths)
+    rows = []
+    for job in task.chunk.jobs:  # a handful of designs per chunk; the search itself is vectorised
+        rows.append(evaluate_job(job, catalog, task.options, task.factory, task.cost_fn, task.chunk.chunk_id))
+    return rows, time.perf_counter() - t0
+
+
+def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: EvaluatorFactory,
+                 cost_fn: Callable[[Job, Any], tuple[float | None, float | None]], chunk_id: str = "") -> dict[str, Any]:
+    system = catalog.system(job.system)
+    model, ev = factory(job, catalog)
+    res = search(ModelShape.of(model), ev, num_gpus=job.num_gpus, domain_size=system.devices_per_domain,
+                 global_batch=job.global_batch, seq_len=job.seq_len, options=options, top_k=1)
+    cost, power = cost_fn(job, catalog)
+    row: dict[str, Any] = {
+        "job_index": job.index, "chunk_id": chunk_id, "system": job.system, "num_gpus": job.num_gpus,
+        "domains": job.domains, "fabric": job.fabric, "oversubscription": job.oversubscription, "model": job.model,
+        "global_batch": job.global_batch, "seq_len": job.seq_len, "dtype": job.dtype,
+        "cost_usd": cost, "power_w": power, "num_candidates": res.stats.num_structural,
+        "num_feasible": res.stats.num_feasible,
+    }
+    recs = res.records(1)
+    if recs:
+        best = recs[0]
+        row.update({k: best[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
+                                         "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
+                                         "memory_gb_per_gpu", "bottleneck", "breakdown")})
+        row.update(feasible=True, reason=None)
+    else:
+        row.update(feasible=False, reason=_why_infeasible(res.stats))
+    return row
+
+
+def _why_infeasible(stats: Any) -> str:
+    if stats.num_structural == 0:
+        return "no layout can use this GPU count with this global batch"
+    return (f"no layout fits in memory (smallest needs {stats.min_memory_gb:.1f} GB per GPU, "
+            f"{stats.capacity_gb:.1f} GB available)")
+
+
+# ------------------------------------------------------------------ the driver
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOutcome:
+    sweep: Sweep
+    rows: list[dict[str, Any]]
+    computed_chunks: int
+    skipped_chunks: int
+    elapsed_s: float
+
+
+def run_sweep(
+    sweep: Sweep,
+    store: Any,
+    executor: Any,
+    *,
+    factory: EvaluatorFactory = default_factory,
+    cost_fn: Callable[[Job, Any], tuple[float | None, float | None]] = design_cost_power,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepOutcome:
+    """Run (or resume) a sweep: skip chunks already stored, write each new chunk in one transaction."""
+    t0 = time.perf_counter()
+    store.begin_sweep(sweep_id=sweep.sweep_id, name=sweep.name, spec=sweep.spec,
+                      catalog_version=sweep.catalog_version, tool_version=sweep.tool_version,
+                      num_jobs=len(sweep.jobs), num_chunks=len(sweep.chunks), executor=executor.name)
+    done = store.done_chunks(sweep.sweep_id)
+    todo = [c for c in sweep.chunks if c.chunk_id not in done]
+    total = len(sweep.chunks)
+    finished = total - len(todo)
+    if progress:
+        progress(finished, total)
+    by_index = {c.index: c for c in todo}
+    payloads = [(c.index, ChunkTask(chunk=c, options=sweep.options, catalog_paths=sweep.catalog_paths,
+                                    factory=factory, cost_fn=cost_fn)) for c in todo]
+
+    def on_done(idx: int, result: tuple[list[dict[str, Any]], float]) -> None:
+        nonlocal finished
+        rows, elapsed = result
+        c = by_index[idx]
+        store.write_chunk(sweep_id=sweep.sweep_id, chunk_id=c.chunk_id, chunk_index=c.index, rows=rows,
+                          elapsed_s=elapsed)
+        finished += 1
+        if progress:
+            progress(finished, total)
+
+    executor.run(run_chunk, payloads, on_done)
+    store.finish_sweep(sweep.sweep_id)
+    return SweepOutcome(sweep=sweep, rows=store.results(sweep.sweep_id), computed_chunks=len(todo),
+                        skipped_chunks=total - len(todo), elapsed_s=time.perf_counter() - t0)
+
+
+def best_per_design(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with a Pareto flag over (throughput max, cost min, power min) per model and batch.
+
+    Designs are compared only with designs that train the same model on the same global batch and
+    sequence length (throughputs of different models are not comparable).
+    """
+    out = [dict(r) for r in rows]
+    for r in out:
+        r["pareto"] = False
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(out):
+        if r.get("feasible"):
+            groups.setdefault((r["model"], r["global_batch"], r["seq_len"]), []).append(i)
+    for idx in groups.values():
+        obj = np.array([[out[i]["tokens_per_s"], _f(out[i].get("cost_usd")), _f(out[i].get("power_w"))]
+                        for i in idx], dtype=float)
+        mask = pareto_mask(obj, [True, False, False])
+        for i, m in zip(idx, mask, strict=True):
+            out[i]["pareto"] = bool(m)
+    return out
+
+
+def _f(v: Any) -> float:
+    return float("nan") if v is None else float(v)

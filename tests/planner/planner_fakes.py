@@ -1,0 +1,92 @@
+"""A tiny fake evaluator used only in tests: cheap closed-form step time and memory.
+
+It is not a performance model of anything; it only has the shape the planner relies on (numpy in,
+numpy out, a breakdown whose parts sum to the step time, memory that falls with sharding).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from clustertwin.planner.evaluator import Evaluation
+from clustertwin.planner.space import ModelShape
+
+
+@dataclass(frozen=True)
+class FakeEvaluator:
+    params: float = 7e9
+    hidden: int = 4096
+    layers: int = 32
+    num_gpus: int = 64
+    global_batch: int = 256
+    seq_len: int = 4096
+    hbm_bytes: float = 80e9
+    peak_flops: float = 1e15
+    delay_s: float = 0.0  # sleep per evaluate() call (to slow a sweep down in tests)
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return self.hbm_bytes
+
+    def memory_bytes(self, plans):
+        tp, pp, dp, cp = (plans[k].astype(float) for k in ("tp", "pp", "dp", "cp"))
+        zero, mb, rc = plans["zero"], plans["micro_batch"].astype(float), plans["recompute"]
+        shard = self.params / (tp * pp)
+        states = shard * np.select([zero == 0, zero == 1, zero == 2], [18.0, 6 + 12 / dp, 2 + 16 / dp], 18 / dp)
+        act_per_layer = self.seq_len * mb * self.hidden * 34.0 / (tp * cp)
+        act_per_layer = act_per_layer * np.select([rc == 0, rc == 1], [1.0, 0.7], 2.0 / 34.0)
+        return states + act_per_layer * self.layers
+
+    def evaluate(self, plans):
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        tp, pp, dp, cp = (plans[k].astype(float) for k in ("tp", "pp", "dp", "cp"))
+        vpp, mb, rc = plans["vpp"].astype(float), plans["micro_batch"].astype(float), plans["recompute"]
+        tokens = self.global_batch * self.seq_len
+        flops = 6 * self.params * tokens / self.num_gpus
+        eff = 0.6 * (1 - 0.05 * np.log2(tp)) * (1 - 0.1 / mb)
+        compute = flops / (self.peak_flops * eff) * np.select([rc == 0, rc == 1], [1.0, 1.03], 1.33)
+        m = self.global_batch / (mb * dp)
+        bubble = compute * (pp - 1) / (vpp * m)
+        tp_comm = compute * 0.02 * (tp - 1)
+        dp_comm = 2 * self.params / (tp * pp) * 2 / 50e9 * (dp > 1)
+        cp_comm = compute * 0.03 * (cp - 1)
+        step = compute + bubble + tp_comm + dp_comm + cp_comm
+        mem = self.memory_bytes(plans)
+        mfu = flops / step / self.peak_flops
+        bd = {"compute": compute, "pp_bubble": bubble, "tp_comm": tp_comm, "dp_comm": dp_comm, "cp_comm": cp_comm}
+        names = np.asarray(sorted(bd), dtype=object)
+        return Evaluation(
+            metrics={
+                "step_time_s": step,
+                "tokens_per_s": tokens / step,
+                "mfu": mfu,
+                "hfu": mfu * np.select([rc == 0, rc == 1], [1.0, 1.03], 1.33),
+                "tflops_per_gpu": flops / step / 1e12,
+                "memory_gb_per_gpu": mem / 1e9,
+            },
+            fits_memory=mem <= self.hbm_bytes,
+            breakdown=bd,
+            bottleneck=names[np.argmax(np.stack([bd[k] for k in sorted(bd)]), axis=0)],
+        )
+
+
+SHAPE = ModelShape(name="fake-7b", num_layers=32, num_attention_heads=32, num_kv_heads=8)
+
+
+def resolve(name):
+    return SHAPE
+
+
+def fake_factory(job, catalog=None):
+    """An evaluator factory for sweeps: (model, evaluator) sized by the job."""
+    return SHAPE, FakeEvaluator(num_gpus=job.num_gpus, global_batch=job.global_batch, seq_len=job.seq_len,
+                         delay_s=float(job.extra.get("delay_s", 0.0)) if job.extra else 0.0)
+
+
+def fake_cost(job, catalog=None):
+    """Cost and power that grow with the GPU count and fall with oversubscription (test only)."""
+    return 30_000.0 * job.num_gpus * (1.0 + 0.1 / job.oversubscription), 1_000.0 * job.num_gpus

@@ -1,0 +1,100 @@
+"""The search space against a naive nested-loop enumeration of the same rules."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clustertwin.planner.space import AXES, RECOMPUTE, ModelShape, SpaceOptions, divisors, structural_space
+
+
+def naive(shape: ModelShape, n: int, d: int, gb: int, seq: int, o: SpaceOptions) -> set[tuple]:
+    """Reference: the rules of space.py written as plain loops (slow, obviously right)."""
+    out = set()
+    L, A, G = shape.num_layers, shape.num_attention_heads, shape.num_kv_heads
+    for tp, pp, cp in itertools.product(range(1, n + 1), repeat=3):
+        if n % (tp * pp * cp):
+            continue
+        dp = n // (tp * pp * cp)
+        if A % tp or (G % tp and tp % G) or (shape.ffn_hidden_size and shape.ffn_hidden_size % tp):
+            continue
+        if not o.tp_across_domains and d % tp:
+            continue
+        if pp > min(L, o.max_pp) or cp > o.max_cp or (cp > 1 and seq % (2 * cp)):
+            continue
+        eps = [e for e in range(1, n + 1) if shape.num_experts % e == 0 and (o.ep_across_domains or d % e == 0)
+               and n % e == 0] if shape.is_moe else [1]
+        for v, ep, mb, z, rc in itertools.product(range(1, o.max_vpp + 1), eps, o.micro_batches, o.zero_stages,
+                                                  o.recompute):
+            c = pp * v
+            even = L % c == 0 or (o.uneven_pipeline and pp > 1 and (L + 2) % c == 0 and (L + 2) // c >= 2)
+            if not even or (v > 1 and pp == 1):
+                continue
+            if gb % (mb * dp):
+                continue
+            m = gb // (mb * dp)
+            if v > 1 and m % pp:
+                continue
+            if (tp * cp * dp) % ep or (z > 0 and dp * cp == 1):
+                continue
+            out.add((tp, pp, dp, cp, ep, v, z, mb, RECOMPUTE.index(rc)))
+    return out
+
+
+def as_set(s):
+    return set(zip(*(s[a].tolist() for a in AXES), strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    layers=st.sampled_from([4, 6, 12, 14, 30]),
+    heads=st.sampled_from([4, 8, 12, 16]),
+    kv=st.sampled_from([1, 2, 4]),
+    experts=st.sampled_from([0, 4, 8]),
+    n=st.integers(1, 32),
+    d=st.sampled_from([1, 2, 4, 8]),
+    gb=st.sampled_from([1, 8, 12, 32, 64]),
+    seq=st.sampled_from([256, 2048, 4100]),
+    cross=st.booleans(),
+)
+def test_space_matches_naive_enumeration(layers, heads, kv, experts, n, d, gb, seq, cross):
+    shape = ModelShape(name="m", num_layers=layers, num_attention_heads=heads, num_kv_heads=kv,
+                       num_experts=experts, ffn_hidden_size=heads * 96)
+    opts = SpaceOptions(max_vpp=4, max_cp=8, tp_across_domains=cross, ep_across_domains=cross)
+    got = structural_space(shape, num_gpus=n, domain_size=d, global_batch=gb, seq_len=seq, options=opts)
+    assert as_set(got) == naive(shape, n, d, gb, seq, opts)
+    assert len(as_set(got)) == got["tp"].size  # no duplicates
+    assert all(v.dtype == np.int64 for v in got.values())
+
+
+def test_llama3_405b_published_layout_is_in_the_space():
+    # 126 layers on PP16: first and last stage hold one layer fewer (arXiv:2407.21783 Sec. 3.3.2)
+    shape = ModelShape(name="llama3-405b", num_layers=126, num_attention_heads=128, num_kv_heads=8,
+                       ffn_hidden_size=53248)
+    s = structural_space(shape, num_gpus=16384, domain_size=8, global_batch=2048, seq_len=8192)
+    pub = (s["tp"] == 8) & (s["pp"] == 16) & (s["dp"] == 128) & (s["cp"] == 1) & (s["micro_batch"] == 1)
+    assert pub.any()
+    assert (s["tp"] <= 8).all()  # TP stays inside the 8-GPU NVLink domain
+    strict = structural_space(shape, num_gpus=16384, domain_size=8, global_batch=2048, seq_len=8192,
+                              options=SpaceOptions(uneven_pipeline=False))
+    assert not ((strict["pp"] == 16) & (strict["tp"] == 8) & (strict["cp"] == 1)).any()
+
+
+def test_fixed_axes_and_empty_space():
+    shape = ModelShape(name="m", num_layers=32, num_attention_heads=32, num_kv_heads=8)
+    s = structural_space(shape, num_gpus=64, domain_size=8, global_batch=256, seq_len=4096,
+                         options=SpaceOptions(fixed={"tp": (4,), "pp": (2,)}))
+    assert s["tp"].size and set(s["tp"].tolist()) == {4} and set(s["pp"].tolist()) == {2}
+    assert set(s["dp"].tolist()) <= {8, 4, 2, 1}
+    # 7 GPUs, 32 heads, 32 layers, batch 256: 7 divides nothing
+    e = structural_space(shape, num_gpus=7, domain_size=8, global_batch=256, seq_len=4096)
+    assert e["tp"].size == 0
+
+
+def test_divisors():
+    assert divisors(12).tolist() == [1, 2, 3, 4, 6, 12]
+    assert divisors(1).tolist() == [1]
+    assert divisors(16384).tolist() == [2**i for i in range(15)]

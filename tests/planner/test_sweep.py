@@ -1,0 +1,170 @@
+"""Sweeps: the results store, resuming after SIGKILL, local vs Ray executors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import planner_fakes
+import pytest
+from planner_fakes import fake_cost, fake_factory, resolve
+
+from clustertwin.planner.executors import LocalExecutor, RayExecutor
+from clustertwin.planner.store import ResultsStore
+from clustertwin.planner.sweep import best_per_design, build_sweep, run_sweep
+
+HERE = Path(__file__).resolve().parent
+
+SPEC = {
+    "name": "fake-grid",
+    "designs": [{"system": "hgx-h100", "domains": [4, 8, 16], "oversubscription": [1, 2]},
+                {"system": "hgx-h100", "gpus": [7]}],
+    "models": ["fake-7b"],
+    "global_batch": [256, 512],
+    "seq_len": 4096,
+    "chunk_size": 2,
+}
+
+
+def _run(catalog, db, executor, spec=SPEC):
+    sw = build_sweep(spec, catalog, resolve=resolve)
+    out = run_sweep(sw, ResultsStore(db), executor, factory=fake_factory, cost_fn=fake_cost)
+    return sw, out
+
+
+def _strip(rows):
+    return [{k: v for k, v in r.items()} for r in rows]
+
+
+def test_sweep_rows_store_and_pareto(catalog, tmp_path):
+    sw, out = _run(catalog, tmp_path / "r.db", LocalExecutor(workers=1))
+    assert len(sw.jobs) == (3 * 2 + 1) * 2 and len(out.rows) == len(sw.jobs)
+    assert [r["job_index"] for r in out.rows] == list(range(len(sw.jobs)))
+    bad = [r for r in out.rows if r["num_gpus"] == 7]
+    assert bad and all(not r["feasible"] and "GPU count" in r["reason"] for r in bad)
+    good = [r for r in out.rows if r["feasible"]]
+    assert all(r["tp"] * r["pp"] * r["dp"] * r["cp"] == r["num_gpus"] for r in good)
+    rows = best_per_design(out.rows)
+    front = [r for r in rows if r["pareto"]]
+    assert front and all(r["feasible"] for r in front)
+    # within one (model, batch), no front member is dominated by any feasible design
+    for f in front:
+        same = [r for r in rows if r["feasible"] and (r["global_batch"], r["model"]) == (f["global_batch"], f["model"])]
+        for r in same:
+            assert not (r["tokens_per_s"] >= f["tokens_per_s"] and r["cost_usd"] <= f["cost_usd"]
+                        and r["power_w"] <= f["power_w"]
+                        and (r["tokens_per_s"], r["cost_usd"], r["power_w"]) != (f["tokens_per_s"], f["cost_usd"], f["power_w"]))
+    # stored with inputs and versions
+    meta = ResultsStore(tmp_path / "r.db").sweep(sw.sweep_id[:6])
+    import clustertwin
+
+    assert meta["tool_version"] == clustertwin.__version__ and meta["catalog_version"] == catalog.version
+    assert meta["spec"]["models"] == ["fake-7b"] and meta["finished_at"]
+    # a second run recomputes nothing and duplicates nothing
+    _, again = _run(catalog, tmp_path / "r.db", LocalExecutor(workers=1))
+    assert again.computed_chunks == 0 and again.skipped_chunks == len(sw.chunks)
+    assert again.rows == out.rows
+
+
+def test_local_processes_equal_in_process(catalog, tmp_path):
+    _, a = _run(catalog, tmp_path / "a.db", LocalExecutor(workers=1))
+    _, b = _run(catalog, tmp_path / "b.db", LocalExecutor(workers=2))
+    assert a.rows == b.rows
+
+
+def test_chunk_write_is_atomic(tmp_path):
+    store = ResultsStore(tmp_path / "x.db")
+    store.begin_sweep(sweep_id="s", name="n", spec={}, catalog_version="c", tool_version="t", num_jobs=2,
+                      num_chunks=1, executor="local")
+    rows = [{"job_index": 0, "chunk_id": "c0"}, {"job_index": 0, "chunk_id": "c0"}]  # duplicate job: fails
+    with pytest.raises(sqlite3.IntegrityError):
+        store.write_chunk(sweep_id="s", chunk_id="c0", chunk_index=0, rows=rows)
+    assert store.results("s") == [] and store.done_chunks("s") == set()
+    assert store.write_chunk(sweep_id="s", chunk_id="c0", chunk_index=0, rows=rows[:1])
+    assert not store.write_chunk(sweep_id="s", chunk_id="c0", chunk_index=0, rows=rows[:1])
+    assert len(store.results("s")) == 1
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {here!r})
+    from planner_fakes import fake_cost, fake_factory, resolve
+    from clustertwin.catalog import load_catalog
+    from clustertwin.planner.executors import LocalExecutor
+    from clustertwin.planner.store import ResultsStore
+    from clustertwin.planner.sweep import build_sweep, run_sweep
+    spec = {spec!r}
+    sw = build_sweep(spec, load_catalog(), resolve=resolve)
+    run_sweep(sw, ResultsStore(sys.argv[1]), LocalExecutor(workers=int(sys.argv[2])), factory=fake_factory,
+              cost_fn=fake_cost)
+    """
+)
+
+
+def test_sweep_killed_midway_resumes_without_duplicates(catalog, tmp_path):
+    spec = dict(SPEC, designs=[{"system": "hgx-h100", "domains": [2, 4, 8, 16, 32], "oversubscription": [1, 2]}],
+                global_batch=[256, 512], chunk_size=2, extra={"delay_s": 0.12})
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT.format(here=str(HERE), spec=spec))
+    db = tmp_path / "killed.db"
+    proc = subprocess.Popen([sys.executable, str(script), str(db), "2"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sw = build_sweep(spec, catalog, resolve=resolve)
+    deadline = time.time() + 60
+    done = 0
+    while time.time() < deadline:
+        if db.exists():
+            try:
+                done = len(ResultsStore(db).done_chunks(sw.sweep_id))
+            except Exception:
+                done = 0
+        if done >= 3:
+            break
+        assert proc.poll() is None, proc.stderr.read().decode()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its worker processes, mid-sweep
+    proc.wait(timeout=10)
+    store = ResultsStore(db)
+    done_after_kill = store.done_chunks(sw.sweep_id)
+    assert 3 <= len(done_after_kill) < len(sw.chunks), "the kill must land mid-sweep"
+    partial = store.results(sw.sweep_id)
+    assert {r["chunk_id"] for r in partial} == done_after_kill  # no row of an unfinished chunk
+    assert len(partial) == sum(len(c.jobs) for c in sw.chunks if c.chunk_id in done_after_kill)
+
+    # restart: only the missing chunks are computed
+    rc = subprocess.run([sys.executable, str(script), str(db), "1"], capture_output=True, timeout=120)
+    assert rc.returncode == 0, rc.stderr.decode()
+    resumed = ResultsStore(db)
+    con = sqlite3.connect(db)
+    n_rows, n_distinct = con.execute("SELECT COUNT(*), COUNT(DISTINCT job_index) FROM results").fetchone()
+    con.close()
+    assert n_rows == n_distinct == len(sw.jobs)
+    chunk_times = {c: t for c, t in sqlite3.connect(db).execute("SELECT chunk_id, finished_at FROM chunks")}
+    assert set(chunk_times) == {c.chunk_id for c in sw.chunks}
+    # same results as an uninterrupted run
+    _, ref = _run(catalog, tmp_path / "ref.db", LocalExecutor(workers=2), spec=spec)
+    assert resumed.results(sw.sweep_id) == ref.rows
+
+
+def test_ray_and_local_give_identical_results(catalog, tmp_path):
+    ray = pytest.importorskip("ray")
+    import ray.cloudpickle as rcp
+
+    rcp.register_pickle_by_value(planner_fakes)  # ship the test-only fake evaluator to Ray workers
+    _, local = _run(catalog, tmp_path / "local.db", LocalExecutor(workers=2))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}})
+    try:
+        _, remote = _run(catalog, tmp_path / "ray.db", RayExecutor())
+    finally:
+        ray.shutdown()
+        rcp.unregister_pickle_by_value(planner_fakes)
+    assert remote.rows == local.rows
+    assert len(remote.rows) == 14
