@@ -1,0 +1,123 @@
+"""Runs one step of per-stage work through the engine and reads the result (no cost model here)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .analysis import COMPUTE_CATS, critical_segments, stage_times, stream_utilisation
+from .engine import Engine
+from .graph import build_step
+from .result import EventResult, StepMeta, Timeline
+from .work import EventOptions, StageWork, Straggler, apply_stragglers
+
+_BREAKDOWN_NAMES = {
+    "forward": "forward",
+    "backward": "backward",
+    "wgrad": "backward",
+    "recompute": "recompute",
+    "optimizer": "optimizer",
+    "overhead": "overhead",
+    "pp": "pp_comm",
+    "tp": "tp_comm",
+    "cp": "cp_comm",
+    "ep": "ep_comm",
+    "dp-grad": "dp_comm",
+    "dp-param": "dp_comm",
+}
+
+_BOTTLENECK_TEXT = {
+    "forward": "compute (forward)",
+    "backward": "compute (backward)",
+    "recompute": "activation recompute",
+    "optimizer": "optimizer step",
+    "overhead": "per-step overhead",
+    "pp_comm": "exposed pipeline (P2P) communication",
+    "tp_comm": "exposed tensor-parallel communication",
+    "cp_comm": "exposed context-parallel communication",
+    "ep_comm": "exposed expert-parallel all-to-all",
+    "dp_comm": "exposed data-parallel communication",
+    "bubble": "pipeline bubble / stage imbalance",
+}
+
+
+def simulate_work(
+    stages: tuple[StageWork, ...],
+    opts: EventOptions,
+    *,
+    meta: StepMeta | None = None,
+    stragglers: tuple[Straggler, ...] = (),
+    trace: bool = False,
+) -> EventResult:
+    """Simulate ``opts.steps`` steps of ``stages`` and report the last one."""
+    meta = meta or StepMeta()
+    if stragglers:
+        stages = apply_stragglers(tuple(stages), tuple(stragglers))
+    built = build_step(tuple(stages), opts)
+    g = built.graph
+    sched = Engine(g, opts.interference).run()
+    ends = [float(sched.end[o]) for o in built.step_end_ops]
+    t0 = ends[-2] if len(ends) > 1 else 0.0
+    step = ends[-1] - t0
+    segs = [s for s in critical_segments(g, sched) if s.end_s > t0]
+    cp_s: dict[str, float] = defaultdict(float)
+    for s in segs:
+        cp_s[s.category] += s.end_s - max(s.start_s, t0)
+    # The stage whose work reaches the end-of-step barrier last sets the step: report its breakdown.
+    crit_stage = 0
+    for s in segs:
+        if s.category not in ("optimizer", "overhead", "sync", "dp-param"):
+            crit_stage = s.stage
+    times = stage_times(g, sched, step, t0)
+    st = times[crit_stage]
+    breakdown: dict[str, float] = defaultdict(float)
+    for k, v in st.compute_s.items():
+        breakdown[_BREAKDOWN_NAMES.get(k, k)] += v
+    for k, v in st.exposed_comm_s.items():
+        breakdown[_BREAKDOWN_NAMES.get(k, k)] += v
+    breakdown["bubble"] += st.bubble_s
+    breakdown = {k: float(v) for k, v in breakdown.items() if v > 0 or k == "bubble"}
+    bottleneck_key = max(breakdown, key=lambda k: breakdown[k]) if breakdown else "bubble"
+    bottleneck = _BOTTLENECK_TEXT.get(bottleneck_key, bottleneck_key)
+    if bottleneck_key in ("forward", "backward"):
+        bottleneck = "compute"
+    busy = [sum(t.compute_s.get(c, 0.0) for c in COMPUTE_CATS) for t in times]
+    compute_crit = sum(st.compute_s.values())
+    step_safe = step if step > 0 else float("nan")
+    tokens_per_s = meta.tokens_per_step / step_safe if meta.tokens_per_step else 0.0
+    denom = step_safe * meta.num_gpus * meta.peak_flops if meta.peak_flops else 0.0
+    mfu = meta.model_flops / denom if denom else 0.0
+    hfu = meta.hardware_flops / denom if denom else 0.0
+    tflops = meta.model_flops / (step_safe * meta.num_gpus) / 1e12 if meta.model_flops else 0.0
+    notes = []
+    if stragglers:
+        notes.append("stragglers: " + ", ".join(
+            f"stage {s.stage} compute x{s.compute:g} comm x{s.comm:g} +{s.extra_layers} layers" for s in stragglers))
+    return EventResult(
+        step_time_s=float(step),
+        tokens_per_s=float(tokens_per_s),
+        mfu=float(mfu),
+        hfu=float(hfu),
+        tflops_per_gpu=float(tflops),
+        memory_gb_per_gpu=meta.memory_bytes_per_gpu / 1e9,
+        fits_memory=bool(meta.memory_bytes_per_gpu <= meta.hbm_bytes) if meta.hbm_bytes else True,
+        breakdown=breakdown,
+        bottleneck=bottleneck,
+        critical_path=[
+            {"stage": s.stage, "stream": s.stream, "category": s.category, "first_op": s.name, "ops": s.ops,
+             "start_s": max(s.start_s, t0) - t0, "end_s": s.end_s - t0}
+            for s in segs
+        ],
+        critical_path_s=dict(cp_s),
+        stream_utilisation=stream_utilisation(g, sched, step) if len(ends) == 1 else {},
+        exposed_comm_s=dict(st.exposed_comm_s),
+        hidden_comm_s=dict(st.hidden_comm_s),
+        stage_busy_s=busy,
+        bubble_fraction=float(1.0 - compute_crit / step) if step > 0 else 0.0,
+        critical_stage=crit_stage,
+        num_stages=built.num_stages,
+        num_ops=g.num_ops,
+        events=sched.events,
+        schedule=opts.schedule,
+        notes=notes,
+        timeline=Timeline(g, sched, tuple(f"stage {i}" for i in range(built.num_stages))) if trace else None,
+    )

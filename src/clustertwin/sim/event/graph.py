@@ -1,0 +1,368 @@
+"""Builds the op graph of one training step from per-stage work and a pipeline schedule.
+
+One representative rank per pipeline stage (ranks of one stage with the same role are identical), so
+a 16,384-GPU job with PP16 is 16 ranks here. Streams per rank: ``compute``, ``tp``, ``cp``, ``ep``,
+``pp-fwd``, ``pp-bwd``, ``dp-grad``, ``dp-param``.
+
+Per layer and micro-batch (Megatron-LM with sequence parallelism):
+forward  = attention GEMMs/core -> TP collective -> MLP (MoE: dispatch a2a -> experts -> combine a2a)
+           -> TP collective; a CP ring exchange runs beside the attention block.
+backward = (recompute forward) -> MLP/attention backward with the mirrored collectives.
+With ``tp_overlap`` (or ``ep_overlap``) the collective runs beside the GEMM it belongs to instead of
+after it (TE userbuffers ring-exchange / DualPipe-style overlap).
+
+Data parallel (Megatron DDP, ``distributed_data_parallel.py``): gradient buckets of ``bucket_params``
+parameters are reduced as the backward of the *last* micro-batch of each model chunk produces them
+(``schedules.py`` enables grad sync only then); ZeRO-2/3 reduce every micro-batch. The distributed
+optimizer's param all-gather of the previous step runs at the start of the step, bucket by bucket,
+each forward of a layer waiting for its bucket (``overlap_param_gather``); ZeRO-3 gathers every
+layer before each forward and backward use, prefetching one layer ahead. The optimizer step starts
+after a global sync (grad-norm all-reduce), so the step ends when the slowest stage finishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import InputError
+from .engine import LINK_NONE, OpGraph
+from .schedules import stage_order
+from .work import EventOptions, LayerWork, StageWork
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltStep:
+    graph: OpGraph
+    num_stages: int
+    num_chunks: int
+    step_end_ops: tuple[int, ...]  # one zero-work op per step marking its end
+
+
+class _StageStreams:
+    __slots__ = ("compute", "tp", "cp", "ep", "pp_fwd", "pp_bwd", "dp_grad", "dp_param")
+
+    def __init__(self, g: OpGraph, stage: int):
+        self.compute = g.stream(stage, "compute")
+        self.tp = g.stream(stage, "tp")
+        self.cp = g.stream(stage, "cp")
+        self.ep = g.stream(stage, "ep")
+        self.pp_fwd = g.stream(stage, "pp-send-fwd")
+        self.pp_bwd = g.stream(stage, "pp-send-bwd")
+        self.dp_grad = g.stream(stage, "dp-grad")
+        self.dp_param = g.stream(stage, "dp-param")
+
+
+def build_step(stages: tuple[StageWork, ...], opts: EventOptions) -> BuiltStep:
+    p = len(stages)
+    if p == 0:
+        raise InputError("no pipeline stages to simulate")
+    v = len(stages[0].chunks)
+    if any(len(s.chunks) != v for s in stages):
+        raise InputError("every pipeline stage needs the same number of model chunks")
+    m = opts.num_microbatches
+    if opts.schedule == "interleaved" and v > 1 and m < p:
+        raise InputError(
+            f"the interleaved schedule needs at least p={p} micro-batches per pipeline, got {m}",
+            hint="raise the global batch or lower pp/vpp",
+        )
+    g = OpGraph()
+    streams = [_StageStreams(g, i) for i in range(p)]
+    costs = _slot_costs(stages) if opts.schedule == "zb-h1" else None
+    if costs is not None:
+        from .schedules import zb_h1_all
+
+        orders = zb_h1_all(p, m, costs)
+    else:
+        orders = [stage_order(opts.schedule, p, m, v, i, opts.microbatch_group) for i in range(p)]
+    split_w = opts.schedule == "zb-h1"
+    p2p_async = opts.schedule == "interleaved" and v > 1
+    step_ends: list[int] = []
+    prev_sync: list[int] = [-1] * p
+    for step in range(max(1, opts.steps)):
+        prev_sync = _build_one_step(g, stages, streams, orders, opts, split_w, p2p_async, prev_sync, step)
+        step_ends.append(prev_sync[0])
+    return BuiltStep(graph=g, num_stages=p, num_chunks=v, step_end_ops=tuple(step_ends))
+
+
+def _slot_costs(stages: tuple[StageWork, ...]) -> tuple[float, float, float, float]:
+    """(t_F, t_B, t_W, t_p2p) of one micro-batch on the slowest stage, for cost-aware schedules."""
+    tf = tb = tw = tc = 0.0
+    for s in stages:
+        ch = [lw for c in s.chunks for lw in c]
+        tf = max(tf, sum(lw.fwd + lw.tp_fwd + lw.ep_fwd for lw in ch))
+        tb = max(tb, sum(lw.bwd_input + lw.recompute + lw.tp_bwd + lw.tp_recompute + lw.ep_bwd for lw in ch))
+        tw = max(tw, sum(lw.bwd_weight for lw in ch))
+        tc = max(tc, s.p2p_fwd, s.p2p_bwd)
+    return tf, tb, tw, tc
+
+
+def _last_grad_slot(order, split_w: bool, zero_stage: int) -> dict[tuple[int, int], bool]:
+    """(microbatch, chunk) pairs whose backward (or W) triggers DP grad reduction."""
+    kind = "W" if split_w else "B"
+    last: dict[int, int] = {}
+    for kd, mb, c in order:
+        if kd == kind:
+            last[c] = mb
+    if zero_stage >= 2:
+        return {(mb, c): True for kd, mb, c in order if kd == kind}
+    return {(mb, c): True for c, mb in last.items()}
+
+
+def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p_async, prev_sync, step):
+    p = len(stages)
+    v = len(stages[0].chunks)
+    nvs = p * v
+    tag = f"s{step} " if opts.steps > 1 else ""
+    zero3 = opts.zero_stage >= 3
+    fsend: dict[tuple[int, int], int] = {}
+    bsend: dict[tuple[int, int], int] = {}
+    fdone: dict[tuple[int, int], int] = {}
+    bgrad_ops: dict[tuple[int, int, int], int] = {}  # (mb, vs, layer) -> B op (for W)
+    dp_last: list[list[int]] = [[] for _ in range(p)]
+    # ZeRO-1/2 param all-gather of the previous step's update, overlapped with this forward.
+    ag_for: list[dict[tuple[int, int], int]] = [{} for _ in range(p)]
+    first_fwd_mb: list[dict[int, int]] = [{} for _ in range(p)]
+    for i in range(p):
+        for kd, mb, c in orders[i]:
+            if kd == "F" and c not in first_fwd_mb[i]:
+                first_fwd_mb[i][c] = mb
+    if 1 <= opts.zero_stage <= 2 and opts.overlap_param_gather:
+        for i in range(p):
+            ss = streams[i]
+            for c, chunk in enumerate(stages[i].chunks):
+                acc = 0.0
+                pending: list[int] = []
+                for li, lw in enumerate(chunk):
+                    pending.append(li)
+                    acc += lw.params
+                    if acc >= opts.bucket_params or li == len(chunk) - 1:
+                        dur = sum(chunk[x].dp_param for x in pending)
+                        op = g.add(f"{tag}param-AG c{c} L{pending[0]}-{pending[-1]}", ss.dp_param, dur,
+                                   "dp-param", opts.dp_link, (prev_sync[i],))
+                        for x in pending:
+                            ag_for[i][(c, x)] = op
+                        pending = []
+                        acc = 0.0
+    grad_slots = [_last_grad_slot(orders[i], split_w, opts.zero_stage) for i in range(p)]
+    # Emit slots stage by stage in an order that respects cross-stage dependencies.
+    ptr = [0] * p
+    total = sum(len(o) for o in orders)
+    emitted = 0
+    while emitted < total:
+        progress = False
+        for i in range(p):
+            order = orders[i]
+            while ptr[i] < len(order):
+                kd, mb, c = order[ptr[i]]
+                vs = c * p + i
+                if kd == "F" and vs > 0 and (mb, vs - 1) not in fsend:
+                    break
+                if kd == "B" and vs < nvs - 1 and (mb, vs + 1) not in bsend:
+                    break
+                ss = streams[i]
+                chunk = stages[i].chunks[c]
+                if kd == "F":
+                    deps = [fsend[(mb, vs - 1)]] if vs > 0 else []
+                    if step > 0 and prev_sync[i] >= 0:
+                        deps.append(prev_sync[i])
+                    front = _forward(g, ss, chunk, opts, deps, tag, mb, c, i,
+                                     ag_for[i] if first_fwd_mb[i].get(c) == mb else None, zero3)
+                    fdone[(mb, vs)] = front
+                    if vs < nvs - 1:
+                        dur = stages[i].p2p_fwd
+                        op = g.add(f"{tag}send-F mb{mb} c{c}", ss.pp_fwd, dur, "pp", opts.pp_link, (front,))
+                        fsend[(mb, vs)] = op
+                        if not p2p_async and dur > 0:
+                            g.add(f"{tag}wait-send-F mb{mb}", ss.compute, 0.0, "pp-wait", LINK_NONE, (op,))
+                    else:
+                        fsend[(mb, vs)] = front
+                elif kd == "B":
+                    deps = [fdone[(mb, vs)]]
+                    if vs < nvs - 1:
+                        deps.append(bsend[(mb, vs + 1)])
+                    reduce_now = (not split_w) and grad_slots[i].get((mb, c), False)
+                    front = _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops,
+                                      reduce_now, dp_last[i], zero3)
+                    if vs > 0:
+                        dur = stages[i].p2p_bwd
+                        op = g.add(f"{tag}send-B mb{mb} c{c}", ss.pp_bwd, dur, "pp", opts.pp_link, (front,))
+                        bsend[(mb, vs)] = op
+                        if not p2p_async and dur > 0:
+                            g.add(f"{tag}wait-send-B mb{mb}", ss.compute, 0.0, "pp-wait", LINK_NONE, (op,))
+                    else:
+                        bsend[(mb, vs)] = front
+                else:  # W
+                    reduce_now = grad_slots[i].get((mb, c), False)
+                    _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last[i])
+                ptr[i] += 1
+                emitted += 1
+                progress = True
+        if not progress:
+            raise RuntimeError("pipeline schedule deadlocked while building the op graph")
+    # DP grad reduction without overlap: after all backward work of the stage.
+    if not opts.overlap_grad_reduce:
+        for i in range(p):
+            ss = streams[i]
+            after = g.stream_last[ss.compute]
+            dur = sum(lw.dp_grad for ch in stages[i].chunks for lw in ch)
+            if opts.zero_stage >= 2:
+                dur *= opts.num_microbatches  # ZeRO-2/3 reduce every micro-batch
+            op = g.add(f"{tag}grad-reduce (no overlap)", ss.dp_grad, dur, "dp-grad", opts.dp_link, (after,))
+            dp_last[i].append(op)
+    # Global sync (grad-norm all-reduce), optimizer step, then (without overlap) the param all-gather.
+    sync_deps = [g.stream_last[streams[i].compute] for i in range(p)]
+    sync_deps += [g.stream_last[streams[i].dp_grad] for i in range(p)]
+    sync_deps += [g.stream_last[streams[i].pp_fwd] for i in range(p)]
+    sync_deps += [g.stream_last[streams[i].pp_bwd] for i in range(p)]
+    new_sync = []
+    for i in range(p):
+        ss = streams[i]
+        sync = g.add(f"{tag}grad-sync barrier", ss.compute, 0.0, "sync", LINK_NONE, tuple(sync_deps))
+        opt = g.add(f"{tag}optimizer", ss.compute, stages[i].optimizer, "optimizer", LINK_NONE, (sync,))
+        last = opt
+        if 1 <= opts.zero_stage <= 2 and not opts.overlap_param_gather:
+            dur = sum(lw.dp_param for ch in stages[i].chunks for lw in ch)
+            last = g.add(f"{tag}param-AG (no overlap)", ss.dp_param, dur, "dp-param", opts.dp_link, (opt,))
+            last = g.add(f"{tag}wait param-AG", ss.compute, 0.0, "sync", LINK_NONE, (last,))
+        if stages[i].step_overhead > 0:
+            last = g.add(f"{tag}step overhead", ss.compute, stages[i].step_overhead, "overhead", LINK_NONE)
+        new_sync.append(last)
+    end_deps = tuple(new_sync)
+    return [g.add(f"{tag}step end", streams[i].compute, 0.0, "sync", LINK_NONE, end_deps) for i in range(p)]
+
+
+def _seq_or_overlap(g, comp_stream, comm_stream, front, comp_work, comm_work, cname, xname, ccat, xcat,
+                    link, overlap):
+    """Run ``comp_work`` then ``comm_work`` (or both side by side when ``overlap``); returns new front."""
+    ops = []
+    if comp_work > 0 or comm_work <= 0:
+        c = g.add(cname, comp_stream, comp_work, ccat, LINK_NONE, front)
+        ops.append(c)
+        if not overlap:
+            front = (c,)
+    if comm_work > 0:
+        x = g.add(xname, comm_stream, comm_work, xcat, link, front)
+        ops.append(x)
+        if not overlap:
+            return (x,)
+    return tuple(ops) if overlap else front
+
+
+def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage, ag_map, zero3) -> int:
+    front: tuple[int, ...] = tuple(deps)
+    hist = [front, front]
+    for li, lw in enumerate(chunk):
+        nm = f"{tag}F mb{mb} c{c} {lw.name}{li}"
+        if zero3 and lw.dp_param > 0:
+            prefetch = hist[-2]  # gather layer l while layer l-1 computes (prefetch one ahead)
+            ag = g.add(f"{tag}AG-fwd mb{mb} c{c} L{li}", ss.dp_param, lw.dp_param, "dp-param", opts.dp_link,
+                       prefetch)
+            front = (*front, ag)
+        elif ag_map is not None and (c, li) in ag_map:
+            front = (*front, ag_map[(c, li)])
+        front = _layer_pass(g, ss, lw, opts, front, nm, "forward", lw.fwd, lw.tp_fwd, lw.cp_fwd, lw.ep_fwd)
+        hist.append(front)
+    return _join(g, ss, front, f"{tag}F-done mb{mb} c{c}")
+
+
+def _join(g, ss, front, name) -> int:
+    if len(front) == 1:
+        return front[0]
+    return g.add(name, ss.compute, 0.0, "sync", LINK_NONE, front)
+
+
+def _layer_pass(g, ss, lw: LayerWork, opts, front, nm, cat, compute, tp, cp, ep):
+    """attention block (+CP ring beside it) -> TP -> MLP (MoE: dispatch -> experts -> combine) -> TP.
+
+    With ``tp_overlap`` the layer's TP collectives run beside its compute instead of after it."""
+    if cp <= 0 and ep <= 0:
+        return _seq_or_overlap(g, ss.compute, ss.tp, front, compute, tp, nm, nm + " tp", cat, "tp",
+                               opts.tp_link, opts.tp_overlap)
+    start = front
+    attn = compute * lw.attn_fraction
+    mlp = compute - attn
+    ops = []
+    if cp > 0:
+        ops.append(g.add(nm + " cp-ring", ss.cp, cp, "cp", opts.cp_link, front))
+    ops.append(g.add(nm + " attn", ss.compute, attn, cat, LINK_NONE, front))
+    front = tuple(ops)
+    if tp > 0 and not opts.tp_overlap:
+        front = (g.add(nm + " tp-attn", ss.tp, tp / 2, "tp", opts.tp_link, front),)
+    if ep > 0 and opts.ep_overlap:
+        e = g.add(nm + " ep-a2a", ss.ep, ep, "ep", opts.ep_link, front)
+        front = (g.add(nm + " mlp", ss.compute, mlp, cat, LINK_NONE, front), e)
+    elif ep > 0:
+        d = g.add(nm + " ep-dispatch", ss.ep, ep / 2, "ep", opts.ep_link, front)
+        m_ = g.add(nm + " mlp", ss.compute, mlp, cat, LINK_NONE, (d,))
+        front = (g.add(nm + " ep-combine", ss.ep, ep / 2, "ep", opts.ep_link, (m_,)),)
+    else:
+        front = (g.add(nm + " mlp", ss.compute, mlp, cat, LINK_NONE, front),)
+    if tp > 0:
+        if opts.tp_overlap:
+            front = (*front, g.add(nm + " tp", ss.tp, tp, "tp", opts.tp_link, start))
+        else:
+            front = (g.add(nm + " tp-mlp", ss.tp, tp / 2, "tp", opts.tp_link, front),)
+    return front
+
+
+def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, reduce_now, dp_last, zero3) -> int:
+    front: tuple[int, ...] = tuple(deps)
+    hist = [front, front]
+    acc = 0.0
+    pending: list[int] = []
+    n = len(chunk)
+    for li in range(n - 1, -1, -1):
+        lw = chunk[li]
+        nm = f"{tag}B mb{mb} c{c} {lw.name}{li}"
+        if zero3 and lw.dp_param > 0:
+            prefetch = hist[-2]
+            ag = g.add(f"{tag}AG-bwd mb{mb} c{c} L{li}", ss.dp_param, lw.dp_param, "dp-param", opts.dp_link,
+                       prefetch)
+            front = (*front, ag)
+        if lw.recompute > 0 or lw.tp_recompute > 0:
+            if lw.tp_recompute > 0:
+                front = _seq_or_overlap(g, ss.compute, ss.tp, front, lw.recompute, lw.tp_recompute,
+                                        nm + " recompute", nm + " recompute tp", "recompute", "tp",
+                                        opts.tp_link, opts.tp_overlap)
+            else:
+                front = (g.add(nm + " recompute", ss.compute, lw.recompute, "recompute", LINK_NONE, front),)
+        work = lw.bwd_input if split_w else lw.bwd
+        front = _layer_pass(g, ss, lw, opts, front, nm, "backward", work, lw.tp_bwd, lw.cp_bwd, lw.ep_bwd)
+        hist.append(front)
+        if split_w:
+            bgrad_ops[(mb, vs, li)] = front[0] if len(front) == 1 else _join(g, ss, front, nm + " done")
+        elif reduce_now and lw.dp_grad > 0:
+            pending.append(li)
+            acc += lw.params
+            if acc >= opts.bucket_params or li == 0:
+                _reduce(g, ss, chunk, opts, tag, mb, c, pending, front, dp_last)
+                pending, acc = [], 0.0
+    if pending:
+        _reduce(g, ss, chunk, opts, tag, mb, c, pending, front, dp_last)
+    return _join(g, ss, front, f"{tag}B-done mb{mb} c{c}")
+
+
+def _reduce(g, ss, chunk, opts, tag, mb, c, pending, front, dp_last):
+    if not opts.overlap_grad_reduce:
+        return
+    dur = sum(chunk[x].dp_grad for x in pending)
+    op = g.add(f"{tag}grad-RS mb{mb} c{c} L{pending[-1]}-{pending[0]}", ss.dp_grad, dur, "dp-grad",
+               opts.dp_link, front)
+    dp_last.append(op)
+
+
+def _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last) -> None:
+    acc = 0.0
+    pending: list[int] = []
+    for li in range(len(chunk) - 1, -1, -1):
+        lw = chunk[li]
+        w = g.add(f"{tag}W mb{mb} c{c} {lw.name}{li}", ss.compute, lw.bwd_weight, "wgrad", LINK_NONE,
+                  (bgrad_ops.pop((mb, vs, li)),))
+        if reduce_now and lw.dp_grad > 0:
+            pending.append(li)
+            acc += lw.params
+            if acc >= opts.bucket_params or li == 0:
+                _reduce(g, ss, chunk, opts, tag, mb, c, pending, (w,), dp_last)
+                pending, acc = [], 0.0
+    if pending:
+        _reduce(g, ss, chunk, opts, tag, mb, c, pending, (w,), dp_last)
