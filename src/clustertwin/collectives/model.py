@@ -44,6 +44,11 @@ def _domains(n, g):
     return g, d
 
 
+def _kscale(P: CollectiveParams, d):
+    """Latency scale: the per-system fit applies to collectives inside one domain (see nccl.yaml)."""
+    return np.where(d > 1, 1.0, P.latency_scale)
+
+
 def _bw_up(P: CollectiveParams) -> float:
     return P.scaleup_link_bw * P.scaleup_fraction
 
@@ -65,6 +70,10 @@ def _finish(P: CollectiveParams, lat, W, mask):
     """Combine latency and bandwidth time (shape (3, ...)) with the channel modes; mask protocols."""
     C = P.channels
     full = lat + (C - 1) * P.channel_launch_s + W
+    if P.pipeline_fill_s > 0:
+        # Optimal-chunk pipelining (Traff & Sanders): T = lat + W + 2*sqrt(a*W); NCCL's chunk size
+        # stops growing at its maximum, so the fill term saturates at pipeline_fill_max.
+        full = full + np.minimum(2.0 * np.sqrt(P.pipeline_fill_s * W), P.pipeline_fill_max_s)
     if P.channel_launch_s > 0 and P.small_msg_bw_fraction < 1:
         full = np.minimum(full, lat + W / P.small_msg_bw_fraction)
     return np.where(mask, full, INF)
@@ -89,7 +98,7 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
     network; intra steps cost max(intraLat, netOverhead). Bandwidth: bytes 2(n−1)/n·S, (n−1)/n·S or S.
     """
     g, d = _domains(n, g)
-    k = P.latency_scale
+    k = _kscale(P, d)
     if kind == "ar":
         nsteps, ninter, fbytes = 2 * (n - 1), 2 * (d - 1), 2 * (n - 1) / n
     elif kind == "ag":
@@ -114,7 +123,7 @@ def tree(P: CollectiveParams, S, n, g):
     base + 2·((g−1)·intraLat + log2(d)·interLat); bytes 2S per node per direction (algbw = busbw/2);
     protocol factors LL 1/3.8, LL128 7/9 (1 node) or 120/128, Simple 0.92."""
     g, d = _domains(n, g)
-    k = P.latency_scale
+    k = _kscale(P, d)
     lat = np.stack(
         np.broadcast_arrays(
             *[
@@ -142,7 +151,7 @@ def nvls(P: CollectiveParams, S, n, g):
     g, d = _domains(n, g)
     if not P.nvls_ok:
         return np.full((3, *np.broadcast(S, n, g).shape), INF)
-    k = P.latency_scale
+    k = _kscale(P, d)
     B_nvls = _bw_up(P) * P.nvls_efficiency
     intra_t = (g + 1) / g * S / B_nvls
     inter_t = 2 * S / (_bw_out_domain(P, g) * P.tree_bw_factor)
@@ -162,7 +171,7 @@ def collnet(P: CollectiveParams, S, n, g):
     sends and receives S once to the switch tree. Latency (tuning.cc): base + 2·(min(1,g−1)·intraLat +
     (g−1)·0.4 µs) + interLat (31 µs). Simple only."""
     g, d = _domains(n, g)
-    k = P.latency_scale
+    k = _kscale(P, d)
     intra_t = 2 * (g - 1) / g * S / _bw_up(P)
     inter_t = S / _bw_out_domain(P, g)
     W_s = np.maximum(intra_t, np.where(d > 1, inter_t, 0.0))
@@ -180,7 +189,7 @@ def pat(P: CollectiveParams, S, n, g):
     """NCCL PAT all-gather / reduce-scatter (one rank per node). Latency base + log2(d)·interLat/3.5 +
     n·2.8 µs; bandwidth 0.75 of the NIC (tuning.cc). Simple only."""
     g, d = _domains(n, g)
-    lat_s = P.base["pat"][2] * P.latency_scale + np.log2(d) * P.hw_net["pat"][2] / P.pat_inter_divisor + n * P.pat_per_rank_s
+    lat_s = P.base["pat"][2] * _kscale(P, d) + np.log2(d) * P.hw_net["pat"][2] / P.pat_inter_divisor + n * P.pat_per_rank_s
     W_s = (n - 1) / n * S / (_bus_bw(P, g, d) * P.pat_bw_factor)
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
@@ -202,7 +211,7 @@ def hierarchical(P: CollectiveParams, S, n, g):
 
 # --------------------------------------------------------------------------------------- all-to-all
 def _a2a_lat(P, n, g, d, peers_intra, peers_inter):
-    k = P.latency_scale
+    k = _kscale(P, d)
     out = []
     for p in range(3):
         step = np.where(d > 1, P.hw_net["ring"][p], k * P.hw_intra["ring"][p])
@@ -244,7 +253,7 @@ def alltoall_pxn(P: CollectiveParams, S, n, g):
 def alltoall_pairwise(P: CollectiveParams, S, n, g):
     """Pairwise-exchange all-to-all: n−1 sequential rounds of S/n each (Thakur et al. 2005)."""
     g, d = _domains(n, g)
-    k = P.latency_scale
+    k = _kscale(P, d)
     lat = np.stack(
         np.broadcast_arrays(
             *[k * P.base["ring"][p] + (g - 1) * k * P.hw_intra["ring"][p] + (n - g) * P.hw_net["ring"][p] for p in range(3)]
@@ -264,7 +273,7 @@ def sendrecv(P: CollectiveParams, S, n, g):
     """Send/recv of S bytes between neighbours (nccl-tests sendrecv: rank i -> i+1). Over NVLink when
     the whole group sits in one domain, else at least one pair crosses a NIC."""
     g, d = _domains(n, g)
-    k = P.latency_scale
+    k = _kscale(P, d)
     lat = np.stack(
         np.broadcast_arrays(
             *[k * P.base["ring"][p] + np.where(d > 1, P.hw_net["ring"][p], k * P.hw_intra["ring"][p]) for p in range(3)]

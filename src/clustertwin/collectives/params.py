@@ -29,6 +29,8 @@ CALIBRATION_KEYS = {
     "scaleup_busbw_fraction": "achieved ring busbw / scale-up link bandwidth per direction",
     "scaleout_busbw_fraction": "achieved ring busbw / NIC line rate",
     "nvls_efficiency": "NVLS bandwidth efficiency relative to ring busbw",
+    "pipeline_fill_us": "per-stage cost a of chunk pipelining: fill = 2*sqrt(a*W) (us)",
+    "pipeline_fill_max_us": "fill once NCCL's chunk size is at its maximum (us)",
 }
 
 
@@ -71,6 +73,8 @@ class CollectiveParams:
     latency_scale: float
     channel_launch_s: float
     small_msg_bw_fraction: float
+    pipeline_fill_s: float
+    pipeline_fill_max_s: float
     channels: int
     nvls_ok: bool
     nvls_efficiency: float
@@ -163,6 +167,8 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         latency_scale=_num(entry, "latency_scale", 1.0, 0.05, 50.0, sid),
         channel_launch_s=_num(entry, "channel_launch_us", 0.0, 0.0, 100.0, sid) * US,
         small_msg_bw_fraction=_num(entry, "small_msg_bw_fraction", 1.0, 1e-4, 1.0, sid),
+        pipeline_fill_s=_num(entry, "pipeline_fill_us", 0.0, 0.0, 1000.0, sid) * US,
+        pipeline_fill_max_s=_num(entry, "pipeline_fill_max_us", 0.0, 0.0, 1e5, sid) * US,
         channels=int(_arch_key(arch, c["channels"])),
         nvls_ok=bool(system.scaleup.in_network_reduction) and nvls_eff > 0,
         nvls_efficiency=nvls_eff,
