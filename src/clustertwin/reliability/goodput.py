@@ -214,13 +214,10 @@ def goodput(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetup,
 
 def _effect(unit: str, counts: ComponentCounts) -> str:
     if unit in ("device", "host"):
-        n = counts.replacement_unit_devices
-        return f"job restarts; the failed {counts.replacement_unit} ({n} accelerators) is swapped for a spare"
-    if unit == "link":
-        return "job restarts; one link is lost, traffic is routed around it until repair"
-    if unit == "switch":
-        return "job restarts; one switch is lost, traffic is routed around it until repair"
-    return "job restarts in place"
+        return f"restart + swap {counts.replacement_unit} ({counts.replacement_unit_devices} acc.)"
+    if unit in ("link", "switch"):
+        return f"restart, route around {unit}"
+    return "restart in place"
 
 
 def ettr_grid(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetup, intervals_s) -> np.ndarray:

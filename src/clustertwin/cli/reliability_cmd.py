@@ -1,0 +1,397 @@
+"""``clustertwin goodput | power | compare``: reliability, power, cost and design comparison."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError
+from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
+
+DefaultsOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--defaults", help="Overlay YAML for failure rates, checkpoint, power and cost defaults (repeatable)."),
+]
+
+
+def _params(defaults: list[Path] | None):
+    from ..reliability.params import load_params
+
+    return load_params(defaults or ())
+
+
+def _parse_rates(items: list[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for it in items or ():
+        name, eq, val = it.partition("=")
+        if not eq:
+            raise InputError(f"--rate {it!r}: write CLASS=VALUE", hint="e.g. --rate accelerator=0.25 (per 1000 component-days)")
+        try:
+            v = float(val)
+        except ValueError:
+            raise InputError(f"--rate {it!r}: {val!r} is not a number") from None
+        if not v > 0:
+            raise InputError(f"--rate {it!r}: a failure rate must be positive, got {v}",
+                             hint="rates are interruptions per 1000 component-days")
+        out[name.strip()] = v
+    return out
+
+
+def _interval(text: str) -> float | None:
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        minutes = float(text)
+    except ValueError:
+        raise InputError(f"--checkpoint-interval {text!r} is neither 'auto' nor a number of minutes") from None
+    if not minutes > 0:
+        raise InputError(f"--checkpoint-interval must be positive, got {minutes} min", hint="use auto or minutes above zero")
+    return minutes * 60.0
+
+
+def _positive(name: str, v: float | int | None) -> None:
+    if v is not None and not v > 0:
+        raise InputError(f"{name} must be positive, got {v}", hint=f"pass a value above zero to {name}")
+
+
+def _model(name: str | None):
+    if not name:
+        return None
+    from ..workload.model import get_model
+
+    return get_model(name)
+
+
+def performance(cat, system_id: str, gpus: int, fabric: str | None, model_id: str) -> dict[str, Any]:
+    """Best layout's step time from the planner (or the estimate API); ``{"error": why}`` when neither
+    can answer. Lives in the CLI layer because reliability sits beside the planner, not above it."""
+    try:
+        from ..planner import PlanRequest, plan
+    except ImportError as exc:
+        plan = None
+        why = f"planner not available ({exc})"
+    if plan is not None:
+        try:
+            t0 = time.perf_counter()
+            rep = plan(PlanRequest(model=model_id, system=system_id, num_gpus=gpus, fabric=fabric, top_k=1), cat)
+            best = rep.plans[0]
+            keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
+            return {"step_time_s": best.get("step_time_s"), "tokens_per_s": best.get("tokens_per_s"),
+                    "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
+                    "basis": f"planner best layout ({rep.engine}, {time.perf_counter() - t0:.1f} s)"}
+        except InputError as exc:
+            return {"error": f"planner: {exc.message}"}
+        except Exception as exc:  # another area's engine failing must not hide the rest of the table
+            why = f"planner failed: {type(exc).__name__}: {exc}"
+    try:
+        from ..api import estimate  # type: ignore[attr-defined]
+    except ImportError:
+        return {"error": why + "; estimate API not available"}
+    try:
+        r = estimate(model=model_id, system=system_id, gpus=gpus, fabric=fabric)
+        r = r.to_dict() if hasattr(r, "to_dict") else dict(r)
+        return {"step_time_s": r.get("step_time_s"), "tokens_per_s": r.get("tokens_per_s"), "mfu": r.get("mfu"),
+                "basis": "estimate API, default layout"}
+    except Exception as exc:
+        return {"error": f"{why}; estimate failed: {exc}"}
+
+
+def _assumption_list(items) -> None:
+    items = list(dict.fromkeys(items))
+    if items:
+        console.print(f"[bold]Assumptions[/] ({len(items)}; not from a published source — override with --defaults):")
+        for a in items:
+            console.print(f"  - {a}", highlight=False)
+
+
+@app.command("goodput")
+def goodput_cmd(
+    system: Annotated[str, typer.Option("--system", help="System id (catalog).")] = "hgx-h100",
+    gpus: Annotated[int | None, typer.Option("--gpus", help="Accelerators in the job.")] = None,
+    domains: Annotated[int | None, typer.Option("--domains", help="Scale-up domains in the job (instead of --gpus).")] = None,
+    fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id (sets the checkpoint size).")] = None,
+    params_b: Annotated[float | None, typer.Option("--params", help="Parameters in billions (instead of --model).")] = None,
+    days: Annotated[float, typer.Option("--days", help="Wall-clock length of the run.")] = 30.0,
+    checkpoint_interval: Annotated[str, typer.Option("--checkpoint-interval", help="'auto' (Daly optimum) or minutes.")] = "auto",
+    monte_carlo: Annotated[int, typer.Option("--monte-carlo", help="Also simulate N runs (vectorised).")] = 0,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the Monte-Carlo generator.")] = None,
+    spares: Annotated[int | None, typer.Option("--spares", help="Spare replacement units (default: enough for <1% waits).")] = None,
+    rate: Annotated[list[str] | None, typer.Option("--rate", help="CLASS=VALUE override, interruptions per 1000 component-days (repeatable).")] = None,
+    write_tbps: Annotated[float | None, typer.Option("--write-tbps", help="Checkpoint write bandwidth, TB/s.")] = None,
+    read_tbps: Annotated[float | None, typer.Option("--read-tbps", help="Checkpoint read bandwidth, TB/s.")] = None,
+    restart: Annotated[float | None, typer.Option("--restart", help="Total restart time in seconds (replaces the default parts).")] = None,
+    blocking: Annotated[float | None, typer.Option("--checkpoint-blocking", help="Fraction of the write that stalls training (async < 1).")] = None,
+    tokens_per_s: Annotated[float | None, typer.Option("--tokens-per-s", help="Job throughput without failures.")] = None,
+    mfu: Annotated[float | None, typer.Option("--mfu", help="Assumed MFU for tokens/day when no estimate is used.")] = None,
+    no_plan: Annotated[bool, typer.Option("--no-plan", help="Do not ask the planner for the step time.")] = False,
+    defaults: DefaultsOpt = None,
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Expected interruptions, optimal checkpoint interval, ETTR and tokens/day of one training job."""
+    from ..reliability.design import domains_for, make_design
+    from ..reliability.failures import build_failure_model
+    from ..reliability.goodput import checkpoint_setup, goodput
+    from ..reliability.throughput import mfu_throughput
+
+    for name, v in (("--days", days), ("--write-tbps", write_tbps), ("--read-tbps", read_tbps), ("--restart", restart),
+                    ("--tokens-per-s", tokens_per_s), ("--params", params_b), ("--gpus", gpus), ("--domains", domains)):
+        _positive(name, v)
+    if monte_carlo < 0:
+        raise InputError(f"--monte-carlo must not be negative, got {monte_carlo}")
+    tau = _interval(checkpoint_interval)
+    overrides = _parse_rates(rate)
+    cat = catalog_from(catalog)
+    prm = _params(defaults)
+    sysm = cat.system(system)
+    if gpus is not None and domains is not None and gpus != domains * sysm.devices_per_domain:
+        raise InputError(f"--gpus {gpus} and --domains {domains} disagree ({domains} x {sysm.devices_per_domain} = "
+                         f"{domains * sysm.devices_per_domain})", hint="pass only one of them")
+    n_dom = domains if domains is not None else (domains_for(sysm, gpus) if gpus is not None else 1)
+    fab = cat.fabric(fabric) if fabric else cat.fabric(sysm.default_scaleout)
+    design = make_design(f"{system}x{n_dom}", sysm, n_dom, fab, prm, origin="command line")
+    fm = build_failure_model(prm, overrides)
+    m = _model(model)
+    if m is None and params_b is None:
+        raise InputError("goodput needs the checkpoint size: pass --model (e.g. llama3-405b) or --params BILLIONS")
+    n_params = params_b * 1e9 if params_b is not None else float(m.num_params())
+    ck = checkpoint_setup(prm, n_params, write_bw=write_tbps * 1e12 if write_tbps else None,
+                          read_bw=read_tbps * 1e12 if read_tbps else None, blocking_fraction=blocking, restart_s=restart)
+    basis = None
+    perf_note = None
+    if tokens_per_s is None and m is not None:
+        if mfu is None and not no_plan:
+            perf = performance(cat, system, design.num_accelerators, fab.id, m.id)
+            if perf.get("tokens_per_s"):
+                tokens_per_s, basis = float(perf["tokens_per_s"]), perf["basis"]
+            else:
+                perf_note = perf.get("error")
+        if tokens_per_s is None:
+            mfu_v = mfu if mfu is not None else 0.4
+            tokens_per_s = mfu_throughput(m, sysm.accelerator.peak("bf16"), design.num_accelerators, mfu_v)
+            basis = f"assumed MFU {mfu_v:g} x BF16 peak / (6N + 12 L h s) FLOP per token" + ("" if mfu is not None else " (default assumption)")
+    elif tokens_per_s is not None:
+        basis = "given (--tokens-per-s)"
+    res = goodput(fm, design.counts, ck, days=days, interval_s=tau, spares=spares, tokens_per_s=tokens_per_s,
+                  throughput_basis=basis, monte_carlo_runs=monte_carlo, seed=seed)
+    out = {"system": system, "fabric": fab.id, "model": m.id if m else None, "num_params": n_params,
+           "counts_source": design.counts.source, **res.to_dict()}
+    if perf_note:
+        out["throughput_note"] = perf_note
+    if json_:
+        emit_json(out)
+        return
+    _render_goodput(out)
+
+
+def _render_goodput(o: dict) -> None:
+    console.print(f"[bold]Goodput[/] {o['model'] or ''} on {o['num_accelerators']:g} x {o['system']} ({o['fabric']}), "
+                  f"{o['days']:g} days")
+    t = Table(title="Unexpected interruptions by component class")
+    for c in ("class", "components", "per 1000 unit-days", "per day", f"in {o['days']:g} d", "share", "effect"):
+        t.add_column(c)
+    for r in o["by_class"]:
+        t.add_row(r["class"], f"{r['components']:,.0f} {r['exposure']}", f"{r['rate_per_1000_unit_days']:.4g}",
+                  f"{r['per_day']:.3g}", f"{r['expected']:.1f}", f"{100 * r['share']:.1f}%", r["effect"])
+    t.add_row("total", "", "", f"{o['unexpected_per_day']:.3g}", f"{o['unexpected_interruptions']:.1f}", "100%", "")
+    console.print(t)
+    s = o["spares"]
+    lines = [
+        ("mean time between interruptions", f"{o['mtbi_h']:.2f} h  (+ {o['planned_interruptions']:.1f} planned in {o['days']:g} d)"),
+        ("checkpoint size", f"{o['checkpoint_gb']:,.0f} GB; write {o['checkpoint_write_s']:.1f} s (blocking {o['checkpoint_blocking_s']:.1f} s)"),
+        ("restart", f"{o['restart_s']:.0f} s " + ", ".join(f"{k} {v:.0f}" for k, v in o["restart_parts_s"].items())
+         + f"; with spare waits {o['effective_restart_s']:.0f} s"),
+        ("checkpoint interval", f"{o['checkpoint_interval_s'] / 60:.1f} min ({o['checkpoint_interval_policy']}); "
+         f"Young {o['young_interval_s'] / 60:.1f}, Daly {o['daly_interval_s'] / 60:.1f}, exact optimum {o['numeric_optimal_interval_s'] / 60:.1f} min"),
+        ("spares", f"{s['spares']} spare {s['replacement_unit']}s of {s['devices_per_unit']} accelerators"
+         f"{' (auto)' if s['spares_auto'] else ''}; {s['unit_failures_per_day']:.2f} unit failures/day, "
+         f"{s['mean_units_in_repair']:.2f} in repair on average, P(no spare) = {s['block_probability']:.3f}"),
+        ("ETTR (effective training time ratio)", f"{o['ettr']:.4f}"),
+        ("losses", ", ".join(f"{k} {100 * v:.2f}%" for k, v in o["loss_breakdown"].items())),
+    ]
+    if o.get("tokens_per_day"):
+        lines.append(("tokens per day", f"{o['tokens_per_day']:.4g} ({o['tokens_per_s']:.4g} tokens/s x ETTR; {o['throughput_basis']})"))
+    if o.get("throughput_note"):
+        lines.append(("throughput note", o["throughput_note"]))
+    mc = o.get("monte_carlo")
+    if mc:
+        e, i = mc["ettr"], mc["unexpected_interruptions"]
+        lines.append((f"Monte-Carlo ({mc['runs']} runs, seed {mc['seed']})",
+                      f"ETTR p5/p50/p95 {e['p5']:.4f}/{e['p50']:.4f}/{e['p95']:.4f} (mean {mc['ettr_mean']:.4f} "
+                      f"± {mc['ettr_stderr']:.4f}); interruptions p5/p50/p95 {i['p5']:.0f}/{i['p50']:.0f}/{i['p95']:.0f}"))
+    t2 = Table(show_header=False)
+    t2.add_column()
+    t2.add_column()
+    for k, v in lines:
+        t2.add_row(k, v)
+    console.print(t2)
+    console.print(f"counts: {o['counts_source']}")
+    _assumption_list(o["assumptions"])
+
+
+@app.command("power")
+def power_cmd(
+    design: Annotated[str, typer.Argument(help="SYSTEM[xDOMAINS][@FABRIC] or a scenario YAML file.")],
+    utilization: Annotated[float | None, typer.Option("--utilization", help="Accelerator load, 0..1 of the TDP range.")] = None,
+    pue: Annotated[float | None, typer.Option("--pue", help="Power usage effectiveness (>= 1).")] = None,
+    price_kwh: Annotated[float | None, typer.Option("--price-kwh", help="Energy price, USD per kWh.")] = None,
+    defaults: DefaultsOpt = None,
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Power by component, facility power, energy and capital cost of one design."""
+    from ..reliability.cost import check_cost_inputs, cost
+    from ..reliability.design import parse_design
+    from ..reliability.power import check_power_inputs, power
+
+    check_power_inputs(utilization, pue)
+    check_cost_inputs(price_kwh)
+    cat = catalog_from(catalog)
+    prm = _params(defaults)
+    d = parse_design(design, cat, prm)
+    pw = power(d.system, d.fabric, d.counts, prm, utilization=utilization, pue=pue)
+    cst = cost(d.system, d.fabric, d.counts, pw, prm, price_kwh=price_kwh)
+    peak = d.system.accelerator.peak("bf16") * d.num_accelerators
+    out = {"design": d.name, "system": d.system.id, "domains": d.domains, "fabric": d.fabric.id if d.fabric else None,
+           "num_accelerators": d.num_accelerators, **pw.to_dict(),
+           "power_kw": pw.it_w / 1e3, "energy_usd_per_year": cst.energy_usd_per_hour * 8760.0,
+           "peak_pflops_bf16": peak / 1e15, "peak_gflops_per_watt_it": peak / pw.it_w / 1e9,
+           "cost": cst.to_dict(), "counts_source": d.counts.source,
+           "counts": {"accelerators": d.counts.accelerators, "hosts": d.counts.hosts, "cpus": d.counts.cpus,
+                      "scaleup_switches": d.counts.scaleup_switches, "scaleout_switches": d.counts.scaleout_switches,
+                      "nics": d.counts.nics, "transceivers": d.counts.transceivers, "cables": d.counts.cables}}
+    out["assumptions"] = list(dict.fromkeys(list(pw.assumptions) + list(cst.assumptions)))
+    if json_:
+        emit_json(out)
+        return
+    t = Table(title=f"Power of {d.name} ({d.num_accelerators:g} accelerators) at utilisation {pw.utilization:g}, PUE {pw.pue:g}")
+    t.add_column("component")
+    t.add_column("kW", justify="right")
+    t.add_column("count", justify="right")
+    cnt = out["counts"]
+    counts_for = {"accelerators": cnt["accelerators"], "hosts": cnt["hosts"], "scaleup_fabric": cnt["scaleup_switches"],
+                  "scaleout_switches": cnt["scaleout_switches"], "transceivers": cnt["transceivers"]}
+    for k, v in out["by_component_kw"].items():
+        t.add_row(k, f"{v:,.1f}", f"{counts_for[k]:,.0f}" if k in counts_for else "")
+    t.add_row("IT total", f"{out['it_power_kw']:,.1f}", "")
+    t.add_row("facility total", f"{out['facility_power_kw']:,.1f}", "")
+    console.print(t)
+    c = out["cost"]
+    console.print(f"peak {out['peak_pflops_bf16']:,.1f} PFLOP/s BF16 -> {out['peak_gflops_per_watt_it']:.0f} GFLOP/s per IT watt")
+    console.print(f"energy {c['energy_usd_per_hour']:,.0f} USD/h ({out['energy_usd_per_year']:,.0f} USD/year at "
+                  f"{c['energy_usd_per_kwh']:g} USD/kWh); capex {c['capex_usd']:,.0f} USD "
+                  f"({', '.join(f'{k} {v:,.0f}' for k, v in c['capex_by_component_usd'].items())}); "
+                  f"{c['usd_per_hour']:,.0f} USD/h with {c['amortization_years']:g}-year amortisation")
+    console.print(f"counts: {out['counts_source']}")
+    _assumption_list(out["assumptions"])
+
+
+@app.command("compare")
+def compare_cmd(
+    designs: Annotated[list[str], typer.Argument(help="Designs: SYSTEM[xDOMAINS][@FABRIC] or scenario YAML files.")],
+    model: Annotated[str | None, typer.Option("--model", help="Model for goodput, step time and tokens per dollar.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="Accelerators per design when a design gives no xDOMAINS.")] = None,
+    mfu: Annotated[float | None, typer.Option("--mfu", help="Assumed MFU instead of the planner's step time.")] = None,
+    utilization: Annotated[float | None, typer.Option("--utilization", help="Accelerator load, 0..1.")] = None,
+    pue: Annotated[float | None, typer.Option("--pue", help="Power usage effectiveness (>= 1).")] = None,
+    price_kwh: Annotated[float | None, typer.Option("--price-kwh", help="Energy price, USD per kWh.")] = None,
+    spares: Annotated[int | None, typer.Option("--spares", help="Spare replacement units per design (default: auto).")] = None,
+    no_plan: Annotated[bool, typer.Option("--no-plan", help="Do not ask the planner for step times.")] = False,
+    defaults: DefaultsOpt = None,
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Side-by-side comparison of cluster designs: compute, memory, bandwidth, power, cost, goodput."""
+    from ..reliability.compare import compare_designs
+    from ..reliability.cost import check_cost_inputs
+    from ..reliability.design import parse_design
+    from ..reliability.failures import build_failure_model
+    from ..reliability.power import check_power_inputs
+
+    if not designs:
+        raise InputError("compare needs at least one design", hint="e.g. clustertwin compare gb200-nvl72x8 cloudmatrix-384")
+    check_power_inputs(utilization, pue)
+    check_cost_inputs(price_kwh)
+    _positive("--gpus", gpus)
+    if mfu is not None and not 0 < mfu <= 1:
+        raise InputError(f"--mfu must be in (0, 1], got {mfu}")
+    cat = catalog_from(catalog)
+    prm = _params(defaults)
+    ds = [parse_design(x, cat, prm, gpus=gpus) for x in designs]
+    names = [d.name for d in ds]
+    if len(set(names)) != len(names):
+        raise InputError("the same design is listed twice", hint="give each design once")
+    m = _model(model)
+    perf: dict[str, dict] = {}
+    omitted = None
+    if m is not None and mfu is None:
+        if no_plan:
+            omitted = "step time / MFU omitted (--no-plan); pass --mfu to assume one"
+        else:
+            for d in ds:
+                perf[d.name] = performance(cat, d.system.id, d.num_accelerators, d.fabric.id if d.fabric else None, m.id)
+            errs = [p["error"] for p in perf.values() if p.get("error")]
+            if errs and len(errs) == len(ds):
+                omitted = "step time / MFU omitted: " + errs[0]
+    elif m is None:
+        omitted = "step time, MFU, goodput and tokens per dollar need --model"
+    out = compare_designs(ds, prm, build_failure_model(prm), model=m, performance=perf, utilization=utilization,
+                          pue=pue, price_kwh=price_kwh, mfu=mfu, spares=spares)
+    if omitted:
+        out["omitted"] = omitted
+    if json_:
+        emit_json(out)
+        return
+    _render_compare(out)
+
+
+def _fmt(v: Any, spec: str = ".3g") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
+
+
+def _render_compare(out: dict) -> None:
+    rows = out["designs"]
+    t = Table(title="Design comparison")
+    t.add_column("metric")
+    for r in rows:
+        t.add_column(r["name"], justify="right")
+    spec = [
+        ("accelerators", "num_accelerators", ",.0f"), ("accelerator", "accelerator", ""),
+        ("scale-out fabric", "fabric", ""),
+        ("peak BF16 PFLOP/s", "peak_pflops_bf16", ",.1f"), ("HBM TB", "hbm_tb", ",.1f"),
+        ("HBM TB/s", "hbm_tbps", ",.0f"), ("scale-up GB/s per GPU (uni)", "scaleup_gbytes_per_s_per_gpu", ".0f"),
+        ("scale-out Gb/s per GPU", "scaleout_gbits_per_s_per_gpu", ".0f"),
+        ("IT power kW (at utilisation)", "power_kw", ",.1f"), ("IT power kW (rated)", "rated_power_kw", ",.1f"),
+        ("facility power kW", "facility_power_kw", ",.1f"), ("published power kW", "published_power_kw", ",.0f"),
+        ("peak GFLOP/s per W (rated)", "peak_gflops_per_watt", ".0f"), ("capex USD", "cost_usd", ",.0f"),
+        ("USD per hour", "usd_per_hour", ",.0f"), ("interruptions/day", "interruptions_per_day", ".3g"),
+        ("MTBI h", "mtbi_h", ".3g"), ("model", "model", ""), ("step time s", "step_time_s", ".3g"),
+        ("MFU", "mfu", ".3f"), ("ETTR (goodput)", "ettr", ".4f"), ("tokens/s", "tokens_per_s", ".4g"),
+        ("tokens/day (x ETTR)", "tokens_per_day", ".4g"), ("tokens per USD", "tokens_per_usd", ",.0f"),
+        ("USD per M tokens", "usd_per_million_tokens", ".3f"), ("tokens per MWh", "tokens_per_mwh", ".4g"),
+        ("throughput basis", "performance_basis", ""),
+    ]
+    for label, key, f in spec:
+        t.add_row(label, *[_fmt(r.get(key), f) if f else _fmt(r.get(key)) for r in rows])
+    console.print(t)
+    for rr in out.get("ratios_vs_first", []):
+        if rr.get("power"):
+            console.print(f"{rr['name']} vs {rows[0]['name']} (rated IT power): power x{rr['power']:.2f}; "
+                          f"{rows[0]['name']} is x{rr['flops_per_watt']:.2f} per FLOP/W, x{rr['hbm_bw_per_watt']:.2f} "
+                          f"per HBM TB/s/W, x{rr['hbm_per_watt']:.2f} per HBM TB/W")
+    for r in rows:
+        if r.get("performance_error"):
+            console.print(f"{r['name']}: {r['performance_error']}")
+    if out.get("omitted"):
+        console.print(f"[yellow]{out['omitted']}[/]")
+    console.print("counts: " + "; ".join(f"{r['name']}: {r['counts']['source']}" for r in rows))
+    _assumption_list([a for r in rows for a in r.get("assumptions", [])])
