@@ -117,6 +117,38 @@ def _render_plans(report: Any) -> None:
 # --------------------------------------------------------------------------------------- sweep
 
 
+def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
+    """Capital cost (USD) and facility power (W) of a sweep design.
+
+    The bill of materials (``clustertwin.cluster.bom``) through the planner's adapter when it can
+    price the design, else the reliability area's power and cost models over the design's
+    component counts (which themselves come from the BOM when it is there). Wired here, above both
+    areas, so that the planner and reliability stay independent layers. Runs in the workers (a
+    module-level function, so it pickles by reference).
+    """
+    from ..planner.sweep import design_cost_power as via_bom
+
+    cost, power = via_bom(job, catalog)
+    if cost is not None and power is not None:
+        return cost, power
+    try:
+        from ..reliability.cost import cost as rel_cost
+        from ..reliability.design import component_counts
+        from ..reliability.params import load_params
+        from ..reliability.power import power as rel_power
+    except ImportError:
+        return cost, power
+    system = catalog.system(job.system)
+    fabric = catalog.fabric(job.fabric)
+    params = load_params()
+    domains = -(-job.num_gpus // system.devices_per_domain)
+    counts = component_counts(system, domains, fabric, params)
+    pw = rel_power(system, fabric, counts, params)
+    c = rel_cost(system, fabric, counts, pw, params)
+    return (cost if cost is not None else float(c.capex_usd), power if power is not None else float(pw.facility_w))
+
+
+
 class _Bar:
     """A rich progress bar on stderr (stdout stays clean for --json)."""
 
@@ -159,7 +191,7 @@ def sweep_cmd(
     ex = make_executor(executor, address=address, workers=workers)
     store = ResultsStore(db)
     with _Bar(f"sweep {sw.name} [{ex.name}]") as bar:
-        out = run_sweep(sw, store, ex, progress=bar)
+        out = run_sweep(sw, store, ex, progress=bar, cost_fn=design_cost_power)
     rows = best_per_design(out.rows)
     doc = {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(db), "catalog_version": sw.catalog_version,
            "computed_chunks": out.computed_chunks, "skipped_chunks": out.skipped_chunks, "rows": rows,

@@ -245,7 +245,8 @@ def default_factory(job: Job, catalog: Any) -> tuple[Any, Evaluator]:
 def design_cost_power(job: Job, catalog: Any) -> tuple[float | None, float | None]:
     """Capital cost (USD) and power (W) of the job's cluster from the bill of materials.
 
-    Uses ``clustertwin.cluster.bom`` when this build has it; ``(None, None)`` otherwise.
+    Uses ``clustertwin.cluster.bom`` when this build has it; ``(None, None)`` otherwise (the CLI
+    then falls back to the reliability area's power and cost models).
     """
     try:
         from ..cluster import bom  # type: ignore[attr-defined]

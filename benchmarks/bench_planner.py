@@ -1,0 +1,102 @@
+"""Planner speed: candidates per second per core, the full Llama 3 405B search, event re-ranking.
+
+Run: ``python benchmarks/bench_planner.py [--workers 2] [--repeat 3]``. Prints figures; never asserts.
+
+Targets (issue 6): >= 100,000 candidate plans per second per core on the analytical engine; the full
+search for Llama 3 405B on 16,384 H100 (seq 8192, global batch 2048) in < 3 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from clustertwin.catalog import load_catalog
+from clustertwin.errors import InputError
+from clustertwin.planner.evaluator import AnalyticalEvaluator, resolve_model
+from clustertwin.planner.planning import PlanRequest, plan
+from clustertwin.planner.search import search
+from clustertwin.planner.space import ModelShape, SpaceOptions, space_size, structural_space, take
+
+
+def best_of(fn, repeat: int) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"machine: {cores} core(s) available; numpy {np.__version__}")
+    cat = load_catalog()
+    model = resolve_model("llama3-405b")
+    system = cat.system("hgx-h100")
+    fabric = cat.fabric(system.default_scaleout)
+    shape = ModelShape.of(model)
+    n, gb, seq = 16384, 2048, 8192
+    kw = dict(num_gpus=n, domain_size=system.devices_per_domain, global_batch=gb, seq_len=seq)
+
+    t_space, space = best_of(lambda: structural_space(shape, **kw), args.repeat)
+    ns = space_size(space)
+    print(f"[space] llama3-405b on {n} x hgx-h100: {ns:,} structurally valid layouts generated in "
+          f"{t_space * 1e3:.1f} ms ({ns / t_space:,.0f} layouts/s)")
+
+    ev = AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=n, global_batch=gb, seq_len=seq)
+    try:
+        t_mem, mem = best_of(lambda: ev.memory_bytes(space), args.repeat)
+    except InputError as exc:
+        print(f"[engine] analytical engine not available: {exc.render()}")
+        return
+    print(f"[memory] {ns:,} layouts in {t_mem * 1e3:.1f} ms ({ns / t_mem:,.0f} layouts/s, 1 core); "
+          f"{int((mem <= ev.memory_capacity_bytes).sum()):,} fit in {ev.memory_capacity_bytes / 1e9:.0f} GB")
+
+    # Throughput of the evaluator on one core: a large batch of layouts (the space, tiled to >= 200k)
+    reps = max(1, -(-200_000 // max(ns, 1)))
+    big = {k: np.tile(v, reps) for k, v in space.items()}
+    nb = space_size(big)
+    t_eval, _ = best_of(lambda: ev.evaluate(big), args.repeat)
+    print(f"[evaluate] {nb:,} candidate plans timed in {t_eval:.3f} s on 1 core: "
+          f"{nb / t_eval:,.0f} candidates/s/core (target >= 100,000)")
+    t_small, _ = best_of(lambda: ev.evaluate(take(space, slice(0, min(ns, 4096)))), args.repeat)
+    print(f"[evaluate] a 4,096-plan batch: {t_small * 1e3:.1f} ms ({min(ns, 4096) / t_small:,.0f} candidates/s)")
+
+    for workers in sorted({1, args.workers}):
+        t_full, res = best_of(lambda w=workers: search(shape, ev, **kw, top_k=5, workers=w,
+                                                       chunk=max(4096, -(-ns // max(w, 1)))), args.repeat)
+        best = res.records(1)[0] if len(res) else None
+        print(f"[search] full llama3-405b / 16,384 H100 / seq 8192 / batch 2048 on {workers} worker(s): "
+              f"{t_full:.2f} s end to end (target < 3 s on 2 cores); {res.stats.num_structural:,} layouts, "
+              f"{res.stats.num_fit:,} fit, {res.stats.num_feasible:,} feasible"
+              + (f"; best TP{best['tp']} PP{best['pp']} V{best['vpp']} DP{best['dp']} CP{best['cp']} "
+                 f"mb{best['micro_batch']} ZeRO{best['zero']} {best['recompute']}: MFU {100 * best['mfu']:.1f}%"
+                 if best else ""))
+
+    # A wider space (every knob open): how the rate holds with more candidates
+    wide = SpaceOptions(micro_batches=(1, 2, 4, 8, 16), max_vpp=16, max_cp=64)
+    t_w, res_w = best_of(lambda: search(shape, ev, **kw, options=wide, top_k=5), 1)
+    print(f"[search] wide space: {res_w.stats.num_structural:,} layouts, {res_w.stats.num_evaluated:,} timed, "
+          f"{t_w:.2f} s on 1 worker ({res_w.stats.num_structural / t_w:,.0f} layouts/s end to end)")
+
+    try:
+        t_ev, rep = best_of(lambda: plan(PlanRequest(model="llama3-405b", system="hgx-h100", num_gpus=n,
+                                                     global_batch=gb, seq_len=seq, top_k=5, engine="event"),
+                                         cat), 1)
+        print(f"[event] re-ranked the analytical top 10 with the event engine in {t_ev:.2f} s; best "
+              f"{rep.plans[0]['tp']}/{rep.plans[0]['pp']}/{rep.plans[0]['dp']} "
+              f"(tp/pp/dp), step {rep.plans[0]['step_time_s']:.2f} s")
+    except InputError as exc:
+        print(f"[event] not available: {exc.render()}")
+
+
+if __name__ == "__main__":
+    main()

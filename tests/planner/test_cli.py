@@ -1,0 +1,81 @@
+"""CLI: sweep/results commands over a database made with the fake evaluator; plan error paths."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from planner_fakes import fake_cost, fake_factory, resolve
+
+from clustertwin.planner.executors import LocalExecutor
+from clustertwin.planner.store import ResultsStore
+from clustertwin.planner.sweep import build_sweep, run_sweep
+
+
+def ct(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "clustertwin", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, catalog):
+    path = tmp_path_factory.mktemp("db") / "r.db"
+    spec = {"name": "cli-grid", "designs": {"system": "hgx-h100", "domains": [4, 8]}, "models": "fake-7b",
+            "global_batch": 256, "seq_len": 4096}
+    sw = build_sweep(spec, catalog, resolve=resolve)
+    run_sweep(sw, ResultsStore(path), LocalExecutor(workers=1), factory=fake_factory, cost_fn=fake_cost)
+    return path, sw
+
+
+def test_results_list_show_export(db, tmp_path):
+    path, sw = db
+    r = ct("results", "list", "--db", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    sweeps = json.loads(r.stdout)["sweeps"]
+    assert [s["id"] for s in sweeps] == [sw.sweep_id] and sweeps[0]["rows"] == 2
+    r = ct("results", "show", "cli-grid", "--db", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["sweep"]["id"] == sw.sweep_id and len(doc["rows"]) == 2 and doc["pareto"]
+    r = ct("results", "export", sw.sweep_id[:8], "--db", str(path), "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [int(x["num_gpus"]) for x in rows] == [32, 64] and all(x["feasible"] == "True" for x in rows)
+    out = tmp_path / "e.json"
+    r = ct("results", "export", sw.sweep_id, "--db", str(path), "--format", "json", "-o", str(out))
+    assert r.returncode == 0 and len(json.loads(out.read_text())["rows"]) == 2
+
+
+def test_results_errors(db, tmp_path):
+    path, _ = db
+    r = ct("results", "show", "nope", "--db", str(path))
+    assert r.returncode == 2 and "no sweep 'nope'" in r.stderr and "Traceback" not in r.stderr
+    r = ct("results", "list", "--db", str(tmp_path / "missing.db"))
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        r = ct("results", "export", "cli-grid", "--db", str(path), "--format", "parquet", "-o", str(tmp_path / "x.pq"))
+        assert r.returncode == 2 and "pyarrow" in r.stderr
+
+
+def test_sweep_and_plan_bad_input(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ndesigns: {system: hgx-h10, domains: 2}\nmodels: llama3-8b\nglobal_batch: 64\n")
+    r = ct("sweep", str(bad), "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and "hgx-h100" in r.stderr  # did you mean
+    bad.write_text("name: x\ndesigns: {system: hgx-h100}\nmodels: llama3-8b\nglobal_batch: 64\n")
+    r = ct("sweep", str(bad), "--db", str(tmp_path / "r.db"))
+    assert r.returncode == 2 and "domains" in r.stderr
+    r = ct("sweep", str(tmp_path / "none.yaml"))
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = ct("plan", "--model", "llama3-40b")
+    assert r.returncode == 2 and "unknown model" in r.stderr.lower()
+    r = ct("plan", "--gpus", "64", "--domains", "4")
+    assert r.returncode == 2 and "disagree" in r.stderr
+    r = ct("plan", "--engine", "fast")
+    assert r.returncode == 2 and "engine" in r.stderr
