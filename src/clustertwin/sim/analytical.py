@@ -1,0 +1,314 @@
+"""Closed-form composition of ``StageCosts`` into a step time (vectorised over plans).
+
+Per layer and micro-batch: t_layer = fwd + bwd + recompute compute, plus the exposed part of the TP, CP
+and EP collectives. With overlap (current Megatron-Core / TE), TP collectives of sequence-parallel layers
+hide behind the layer's GEMMs except one chunk (1/t of them), CP ring hops hide behind the attention
+core; every overlapped transfer slows the concurrent compute by ``overlap_slowdown`` (MODELLING.md §5).
+
+Pipeline (Narayanan et al. 2021; MODELLING.md §4): step = m * T_last + (p-1)/v * T_avg, where T_last is
+one micro-batch through the last stage (its layers + logits/loss) and T_avg the mean stage; interleaving
+divides the bubble by v. P2P transfers are exposed per micro-batch without overlap, only in the fill and
+drain with it.
+
+Data parallel (MODELLING.md §5): Megatron syncs gradients during the last micro-batch's backward, so at
+most that backward (one stage, one micro-batch) hides the reduce-scatter / all-reduce; the parameter
+all-gather of the distributed optimizer hides behind the next forward; at least one bucket is exposed.
+Without overlap everything is exposed. ZeRO-3/FSDP gathers parameters for every micro-batch's forward and
+backward and reduce-scatters gradients, overlapped with the micro-batch compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..hardware import ScaleOutTech, SystemSpec
+from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, model_flops_per_step
+from ..workload.memory import memory_per_gpu
+from ..workload.model import ModelSpec
+from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
+from .costs import Hardware, make_hardware, stage_costs
+from .result import StepResult
+
+BREAKDOWN = (
+    "gemm", "attention", "elementwise", "recompute", "logits", "tp_comm", "cp_comm", "ep_comm",
+    "overlap_slowdown", "pp_bubble", "pp_p2p", "dp_comm", "fsdp_comm", "optimizer", "overhead",
+)
+MEMORY = ("weights", "gradients", "optimizer", "activations", "logits", "runtime")
+
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero")
+
+
+@dataclass(frozen=True, slots=True)
+class _Opts:
+    seq_len: int
+    dtype: str
+    flash: bool
+    overlap: bool
+    grad_reduce_bytes: float
+
+
+def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opts) -> dict[str, np.ndarray]:
+    tp, pp, dp, cp, ep, vpp = (arr[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp"))
+    mb, rc, zero, gb, sp, etp = (arr[k] for k in ("micro_batch", "recompute", "zero", "global_batch", "sp", "etp"))
+    c = stage_costs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, recompute=rc,
+                    zero=zero, global_batch=gb, seq_len=o.seq_len, sp=sp, etp=etp, flash=o.flash,
+                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes)
+    shape = c["layer_fwd_gemm_s"].shape
+    t = np.broadcast_to(np.asarray(tp, dtype=float), shape)
+    p = np.broadcast_to(np.asarray(pp, dtype=float), shape)
+    v = np.broadcast_to(np.asarray(vpp, dtype=float), shape)
+    z = np.broadcast_to(np.asarray(zero), shape)
+    spb = np.broadcast_to(np.asarray(sp, dtype=bool), shape) & (t > 1)
+    sigma = hw.eff.overlap_slowdown
+    ov = bool(o.overlap)
+
+    gemm_layer = c["layer_fwd_gemm_s"] + c["layer_bwd_gemm_s"]
+    attn_layer = c["layer_fwd_attn_s"] + c["layer_bwd_attn_s"]
+    mem_layer = c["layer_fwd_mem_s"] + c["layer_bwd_mem_s"]
+    rec_layer = c["layer_recompute_s"]
+
+    # TP: overlappable only with SP (TE userbuffers); one chunk of 1/t stays exposed
+    tp_total = c["tp_comm_fwd_s"] + c["tp_comm_bwd_s"] + c["tp_comm_recompute_s"]
+    window = gemm_layer + np.where(np.asarray(rc) == 2, c["layer_fwd_gemm_s"], 0.0)
+    can_ov = spb & ov
+    tp_exposed = np.where(can_ov, np.maximum(tp_total / np.maximum(t, 1.0), tp_total - window), tp_total)
+    tp_slow = np.where(can_ov, sigma * np.minimum(tp_total, window), 0.0)
+    # CP ring: hops overlap the attention core of the previous chunk
+    cp_exposed = np.maximum(0.0, c["cp_comm_fwd_s"] - c["layer_fwd_attn_s"]) + np.maximum(
+        0.0, c["cp_comm_bwd_s"] - c["layer_bwd_attn_s"])
+    cp_slow = sigma * np.minimum(c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"], attn_layer)
+    ep_exposed = c["ep_comm_fwd_s"] + c["ep_comm_bwd_s"]
+
+    t_layer = gemm_layer + attn_layer + mem_layer + rec_layer + tp_exposed + tp_slow + cp_exposed + cp_slow + ep_exposed
+    Lps = c["layers_per_stage"]
+    m = c["num_micro_batches"]
+    logits = c["logits_fwd_s"] + c["logits_bwd_s"]
+    T_last = Lps * t_layer + logits
+    T_avg = Lps * t_layer + logits / p
+    bubble = (p - 1.0) / v * T_avg
+
+    p2p = c["pp_p2p_s"]
+    pp_exposed = np.where(p > 1, np.where(ov, 2.0 * (p - 1.0) * p2p, 2.0 * m * v * p2p), 0.0)
+
+    # DP
+    win_b = Lps * (c["layer_bwd_gemm_s"] + c["layer_bwd_attn_s"] + c["layer_bwd_mem_s"] + rec_layer)
+    win_f = Lps * (c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"])
+    rs = c["dp_rs_s"] + c["edp_rs_s"]
+    ag = c["dp_ag_s"] + c["edp_ag_s"]
+    ar = c["dp_ar_s"] + c["edp_ar_s"]
+    bucket = c["dp_bucket_s"]
+    if ov:
+        dist = np.maximum(np.minimum(bucket, rs), rs - win_b) + np.maximum(np.minimum(bucket, ag), ag - win_f)
+        plain = np.maximum(np.minimum(bucket, ar), ar - win_b)
+        dp_slow = np.where(z == 0, sigma * np.minimum(ar, win_b),
+                           sigma * (np.minimum(rs, win_b) + np.minimum(ag, win_f)))
+    else:
+        dist = rs + ag
+        plain = ar
+        dp_slow = np.zeros(shape)
+    dp_exposed = np.where(z >= 3, 0.0, np.where(z == 0, plain, dist)) + np.where(z >= 3, 0.0, dp_slow)
+    # FSDP: per micro-batch gathers + reduce-scatter behind that micro-batch's compute
+    fsdp_comm = c["fsdp_mb_s"]
+    compute_mb = Lps * (gemm_layer + attn_layer + mem_layer + rec_layer)
+    first_unit = fsdp_comm / np.maximum(Lps, 1.0)
+    fsdp_exposed = np.where(z >= 3, m * (np.maximum(first_unit, fsdp_comm - compute_mb)
+                                         + sigma * np.minimum(fsdp_comm, compute_mb)), 0.0)
+
+    optimizer = c["optimizer_s"]
+    overhead = c["step_overhead_s"]
+    step = m * T_last + bubble + pp_exposed + dp_exposed + fsdp_exposed + optimizer + overhead
+
+    mL = m * Lps
+    br = {
+        "gemm": mL * gemm_layer,
+        "attention": mL * attn_layer,
+        "elementwise": mL * mem_layer,
+        "recompute": mL * rec_layer,
+        "logits": m * logits,
+        "tp_comm": mL * tp_exposed,
+        "cp_comm": mL * cp_exposed,
+        "ep_comm": mL * ep_exposed,
+        "overlap_slowdown": mL * (tp_slow + cp_slow),
+        "pp_bubble": bubble,
+        "pp_p2p": pp_exposed,
+        "dp_comm": dp_exposed,
+        "fsdp_comm": fsdp_exposed,
+        "optimizer": optimizer,
+        "overhead": overhead,
+    }
+    out = {"step_time_s": step}
+    for k, val in br.items():
+        out["breakdown_" + k] = np.broadcast_to(val, shape)
+    out["num_micro_batches"] = m
+    out["dp_comm_raw_s"] = np.where(z == 0, ar, rs + ag)
+    out["tp_comm_raw_s"] = mL * tp_total
+    return out
+
+
+def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.ndarray:
+    """Vectorised version of ``plan_problems`` (True where the plan can run the model)."""
+    tp, pp, dp, cp, ep, vpp, mb, gb = (a[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch"))
+    ok = (model.num_attention_heads % tp == 0) & (model.ffn_hidden_size % tp == 0)
+    if not model.is_mla:
+        ok &= (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0)
+    stages = pp * vpp
+    ok &= stages <= model.num_layers
+    ok &= (model.num_layers % stages == 0) | ((model.num_layers + 2) % stages == 0) | a["uneven"]
+    ok &= (vpp == 1) | (pp >= 2)
+    ok &= seq_len % cp == 0
+    if model.is_moe:
+        ok &= (model.num_experts % ep == 0) & ((tp * dp * cp) % (ep * a["etp"]) == 0)
+    else:
+        ok &= ep == 1
+    ok &= gb % (mb * dp) == 0
+    m = gb // np.maximum(mb * dp, 1)
+    ok &= (vpp == 1) | (m % np.maximum(pp, 1) == 0)
+    return ok
+
+
+def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plans: dict[str, Any], *,
+                   seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
+                   overlap: bool = True, grad_reduce_bytes: float = 4.0, catalog: Any = None,
+                   hardware: Hardware | None = None) -> dict[str, np.ndarray]:
+    """Evaluate many plans at once. ``plans`` maps degree names to arrays (broadcast together):
+    tp, pp, dp, cp, ep, vpp, micro_batch, recompute (code 0/1/2 or names), zero; optional
+    global_batch, sequence_parallel (default tp > 1), etp, uneven_pipeline. Returns arrays: step_time_s,
+    tokens_per_s, mfu, hfu, tflops_per_gpu, tflops_per_gpu_hw, memory_gb_per_gpu, fits_memory, valid,
+    breakdown_<component>, memory_<component>_gb.
+    """
+    seq = int(seq_len or model.seq_len)
+    a: dict[str, np.ndarray] = {}
+    for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero"):
+        a[k] = np.asarray(plans.get(k, 1 if k != "zero" else 1)).astype(np.int64)
+    rc = plans.get("recompute", 0)
+    rc_arr = np.asarray(rc)
+    if rc_arr.dtype.kind in "US":
+        rc_arr = np.vectorize(lambda x: RECOMPUTE_CODE[str(x)])(rc_arr)
+    a["recompute"] = rc_arr.astype(np.int64)
+    gbv = plans.get("global_batch", global_batch)
+    if gbv is None:
+        raise InputError("estimate_batch needs global_batch (in plans or as keyword)")
+    a["global_batch"] = np.asarray(gbv).astype(np.int64)
+    a["etp"] = np.asarray(plans.get("etp", 1)).astype(np.int64)
+    sp = plans.get("sequence_parallel")
+    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.asarray(sp).astype(bool) & (np.asarray(a["tp"]) > 1))
+    a["uneven"] = np.asarray(plans.get("uneven_pipeline", False)).astype(bool)
+    if "fsdp" in plans:
+        a["zero"] = np.where(np.asarray(plans["fsdp"]).astype(bool), 3, a["zero"])
+    keys = list(a)
+    bcast = np.broadcast_arrays(*(a[k] for k in keys))
+    a = dict(zip(keys, bcast, strict=True))
+
+    hw = hardware or make_hardware(system, fabric, dtype, catalog)
+    o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes)
+    valid = _valid_mask(model, a, seq)
+    # evaluate invalid plans with safe degrees (results masked by `valid`)
+    safe = dict(a)
+    safe["micro_batch"] = np.maximum(a["micro_batch"], 1)
+    out = _compose(model, hw, safe, o)
+    n_gpus = (a["tp"] * a["pp"] * a["dp"] * a["cp"]).astype(float)
+    step = out["step_time_s"]
+    tokens = a["global_batch"].astype(float) * seq
+    mf = model_flops_per_step(model, seq, a["global_batch"])
+    hf = hardware_flops_per_step(model, seq, a["global_batch"], a["recompute"])
+    out["tokens_per_s"] = tokens / step
+    out["tflops_per_gpu"] = mf / (step * n_gpus) / 1e12
+    out["tflops_per_gpu_hw"] = hf / (step * n_gpus) / 1e12
+    out["mfu"] = mf / (step * n_gpus * hw.peak)
+    out["hfu"] = hf / (step * n_gpus * hw.peak)
+    m = out["num_micro_batches"]
+    mem = memory_per_gpu(model, seq_len=seq, micro_batch=a["micro_batch"], num_micro_batches=m, tp=a["tp"],
+                         pp=a["pp"], dp=a["dp"], cp=a["cp"], ep=a["ep"], etp=a["etp"], vpp=a["vpp"],
+                         zero=a["zero"], sp=a["sp"], recompute_code=a["recompute"], flash=flash_attention,
+                         runtime_overhead_bytes=hw.eff.runtime_overhead_bytes)
+    for k in MEMORY:
+        out[f"memory_{k}_gb"] = np.broadcast_to(mem[k], step.shape) / 1e9
+    out["memory_gb_per_gpu"] = np.broadcast_to(mem["total"], step.shape) / 1e9
+    out["fits_memory"] = out["memory_gb_per_gpu"] * 1e9 <= hw.hbm_bytes
+    out["num_gpus"] = n_gpus
+    out["valid"] = valid
+    return out
+
+
+_COMPONENT_TEXT = {
+    "gemm": "GEMM compute",
+    "attention": "attention-core compute",
+    "elementwise": "memory-bound element-wise kernels",
+    "recompute": "activation recomputation",
+    "logits": "output layer + loss on the last stage",
+    "tp_comm": "exposed TP collectives on {up}",
+    "cp_comm": "exposed CP ring exchange",
+    "ep_comm": "EP all-to-all ({ep_where})",
+    "overlap_slowdown": "compute slowed by overlapped communication",
+    "pp_bubble": "pipeline bubble",
+    "pp_p2p": "pipeline P2P transfers",
+    "dp_comm": "exposed DP gradient/parameter sync ({dp_where})",
+    "fsdp_comm": "exposed FSDP parameter gathers / gradient reduce-scatter ({dp_where})",
+    "optimizer": "optimizer step",
+    "overhead": "per-step host overhead",
+}
+
+
+def _bottleneck(br: dict[str, float], step: float, plan: ParallelPlan, hw: Hardware) -> str:
+    dom = hw.domain
+    net = f"{hw.scaleout.name}" if hw.scaleout else "scale-out"
+    dp_spans = plan.tp * plan.dp * plan.cp > dom
+    ctx = {
+        "up": hw.system.scaleup.name,
+        "dp_where": f"across {net}" if dp_spans else f"inside the {hw.system.scaleup.name} domain",
+        "ep_where": f"across {net}" if plan.ep > dom else f"inside the {hw.system.scaleup.name} domain",
+    }
+    ranked = sorted(br.items(), key=lambda kv: -kv[1])
+    top, val = ranked[0]
+    text = f"{_COMPONENT_TEXT[top].format(**ctx)} is {100 * val / step:.0f}% of the step"
+    if top in ("gemm", "attention"):
+        others = [(k, v) for k, v in ranked[1:] if k not in ("gemm", "attention")]
+        if others and others[0][1] > 0:
+            k, v = others[0]
+            text += f"; largest overhead: {_COMPONENT_TEXT[k].format(**ctx)} at {100 * v / step:.0f}%"
+    return text
+
+
+def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
+             catalog: Any = None, check: bool = True) -> StepResult:
+    """Scalar estimate of one plan; numerically identical to ``estimate_batch`` (it calls it)."""
+    if check:
+        check_plan(model, plan)
+    plans = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "vpp": plan.vpp,
+             "micro_batch": plan.micro_batch, "recompute": plan.recompute_code, "zero": plan.zero_effective,
+             "global_batch": plan.global_batch, "sequence_parallel": plan.sequence_parallel, "etp": plan.etp,
+             "uneven_pipeline": plan.uneven_pipeline}
+    hw = make_hardware(system, fabric, plan.dtype, catalog)
+    out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
+                         flash_attention=plan.flash_attention, overlap=plan.overlap,
+                         grad_reduce_bytes=plan.grad_reduce_bytes, catalog=catalog, hardware=hw)
+    f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
+    step = f["step_time_s"]
+    br = {k: f["breakdown_" + k] for k in BREAKDOWN}
+    mem = {k: f[f"memory_{k}_gb"] for k in MEMORY}
+    assumptions = [
+        "MFU/HFU count attention without causal halving (Narayanan/PaLM convention) against the dense "
+        f"{plan.dtype} peak {hw.peak / 1e12:.0f} TFLOP/s",
+        f"GEMM ceiling = MAMF {hw.mamf:.3f} of peak x tile/wave/K efficiency ({hw.eff.num_sms} SMs)",
+        f"fused attention at {hw.eff.attention_efficiency:.2f} of BF16 peak" if plan.flash_attention
+        else "unfused attention (batched GEMMs + softmax kernels)",
+        "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
+        f"scale-up bus bandwidth {hw.up_bw / 1e9:.0f} GB/s/GPU, scale-out {hw.nic_bw / 1e9:.1f} GB/s/GPU achieved",
+    ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()]
+    flops_tok = forward_flops_per_token(model, plan.seq_len)
+    details = {"forward_flops_per_token": float(sum(flops_tok.values())),
+               "num_micro_batches": f["num_micro_batches"], "dp_comm_raw_s": f["dp_comm_raw_s"],
+               "tp_comm_raw_s": f["tp_comm_raw_s"]}
+    return StepResult(
+        step_time_s=step, tokens_per_s=f["tokens_per_s"], mfu=f["mfu"], hfu=f["hfu"],
+        tflops_per_gpu=f["tflops_per_gpu"], tflops_per_gpu_hw=f["tflops_per_gpu_hw"],
+        memory_gb_per_gpu=f["memory_gb_per_gpu"], fits_memory=bool(f["fits_memory"]),
+        breakdown=br, bottleneck=_bottleneck(br, step, plan, hw), memory_breakdown_gb=mem,
+        num_gpus=plan.num_gpus, model=model.id, system=system.id, fabric=fabric.id,
+        plan={**plan.to_dict(), "recompute": RECOMPUTE[plan.recompute_code]}, assumptions=assumptions,
+        details=details,
+    )

@@ -1,0 +1,242 @@
+"""Validation runner: predict every row of a published-measurement CSV and report the error.
+
+Two formats (shared/validation/README.md): training runs (target ``measured_step_time_s``) and NCCL
+collective bandwidth (target ``measured_busbw_GBps``, predicted by
+``clustertwin.collectives.predict_busbw_row``). Any subset of rows in any order; rows that cannot be
+modelled are reported with the reason and count as failures.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .workload.model import ModelSpec
+from .workload.plan import ParallelPlan, check_plan, make_plan
+
+# FlashAttention (arXiv 2205.14135) and Transformer-Engine communication overlap postdate these runs;
+# a run published with an arXiv id before 2206 used the unfused attention path and no comm overlap.
+_FLASH_FIRST_ARXIV = 2206
+
+
+@dataclass(frozen=True, slots=True)
+class RowResult:
+    id: str
+    measured: float | None
+    predicted: float | None
+    error_pct: float | None
+    reason: str = ""
+    unit: str = "s"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"id": self.id, "measured": self.measured, "predicted": self.predicted, "error_pct": self.error_pct}
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationReport:
+    kind: str
+    rows: list[RowResult] = field(default_factory=list)
+
+    @property
+    def modelled(self) -> list[RowResult]:
+        return [r for r in self.rows if r.error_pct is not None]
+
+    @property
+    def failures(self) -> list[RowResult]:
+        return [r for r in self.rows if r.error_pct is None]
+
+    @property
+    def mape_pct(self) -> float | None:
+        ok = self.modelled
+        if not ok:
+            return None
+        return sum(abs(r.error_pct) for r in ok) / len(ok)
+
+    @property
+    def max_abs_error_pct(self) -> float | None:
+        ok = self.modelled
+        return max(abs(r.error_pct) for r in ok) if ok else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [r.to_dict() for r in self.rows], "mape_pct": self.mape_pct,
+                "max_abs_error_pct": self.max_abs_error_pct, "failed": len(self.failures), "kind": self.kind}
+
+
+def _num(row: dict[str, str], key: str, default: float = 0.0) -> float:
+    v = (row.get(key) or "").strip()
+    if not v:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise InputError(f"row {row.get('id', '?')}: column {key!r} is not a number: {v!r}") from None
+
+
+def _int(row: dict[str, str], key: str, default: int = 0) -> int:
+    return int(round(_num(row, key, default)))
+
+
+def _arch_notes(notes: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key in ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        m = re.search(rf"\b{key}\s*=\s*(\d+)", notes)
+        if m:
+            out[key] = int(m.group(1))
+    m = re.search(r"MTP depth\s*=\s*(\d+)", notes, re.IGNORECASE)
+    if m:
+        out["mtp_depth"] = int(m.group(1))
+    return out
+
+
+def model_from_row(row: dict[str, str]) -> ModelSpec:
+    """ModelSpec from the CSV columns (+ ``arch:`` details in notes: head_dim, MLA ranks, MTP depth)."""
+    swiglu = (row.get("swiglu") or "").strip().lower() in ("yes", "true", "1")
+    arch = _arch_notes(row.get("notes") or "")
+    kw: dict[str, Any] = dict(
+        num_layers=_int(row, "num_layers"), hidden_size=_int(row, "hidden_size"),
+        num_attention_heads=_int(row, "num_attention_heads"), num_kv_heads=_int(row, "num_kv_heads"),
+        ffn_hidden_size=_int(row, "ffn_hidden_size"), vocab_size=_int(row, "vocab_size"), swiglu=swiglu,
+        dropout=not swiglu, tied_embeddings=not swiglu, seq_len=_int(row, "seq_len", 2048),
+        num_experts=_int(row, "num_experts"), moe_topk=_int(row, "moe_topk"),
+        moe_ffn_hidden_size=_int(row, "moe_ffn_hidden_size"), num_shared_experts=_int(row, "num_shared_experts"),
+        num_dense_layers=_int(row, "num_dense_layers"), name=row.get("model") or row["id"],
+        source=row.get("source") or "",
+    )
+    kw.update(arch)
+    if kw.get("kv_lora_rank"):
+        kw["num_kv_heads"] = kw["num_attention_heads"]
+    return ModelSpec(id=row["id"], **kw)
+
+
+def _modern_stack(row: dict[str, str]) -> bool:
+    text = f"{row.get('source', '')} {row.get('source_locator', '')}"
+    ids = [int(a) for a in re.findall(r"arXiv:(\d{4})\.\d{4,5}", text)]
+    if ids:
+        return min(ids) >= _FLASH_FIRST_ARXIV
+    return True
+
+
+def plan_from_row(row: dict[str, str]) -> ParallelPlan:
+    modern = _modern_stack(row)
+    zero = _int(row, "zero_stage")
+    fsdp = _int(row, "fsdp") == 1
+    tp = _int(row, "tp", 1)
+    return make_plan(
+        gpus=_int(row, "num_gpus"), tp=tp, pp=_int(row, "pp", 1), dp=_int(row, "dp", 1), cp=_int(row, "cp", 1),
+        ep=_int(row, "ep", 1), vpp=max(1, _int(row, "virtual_pipeline", 1)), micro_batch=_int(row, "micro_batch", 1),
+        global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len", 2048),
+        sequence_parallel=_int(row, "sequence_parallel") == 1 and tp > 1, zero=zero if zero else (3 if fsdp else 0),
+        fsdp=fsdp and zero >= 3,
+        recompute=(row.get("recompute") or "none").strip(), dtype=(row.get("precision") or "bf16").strip(),
+        flash_attention=modern, overlap=modern, uneven_pipeline=True,
+    )
+
+
+def hardware_from_row(row: dict[str, str], catalog):
+    system = catalog.system((row.get("system") or "").strip())
+    fabric_id = (row.get("scale_out") or "").strip() or system.default_scaleout
+    fabric = catalog.fabric(fabric_id)
+    nics = _int(row, "nics_per_node")
+    gbps = _num(row, "nic_gbps")
+    per_node = _int(row, "gpus_per_node") or system.devices_per_host
+    if nics and gbps:
+        from .units import gbps_to_bytes_per_s
+
+        # NICs per host scaled to the catalog's host size (same NICs per GPU as the row)
+        nics_host = nics * system.devices_per_host / per_node
+        system = replace(system, nics_per_host=max(1, int(round(nics_host))), nic_bw=gbps_to_bytes_per_s(gbps))
+    return system, fabric
+
+
+def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical") -> float:
+    model = model_from_row(row)
+    plan = plan_from_row(row)
+    check_plan(model, plan)
+    system, fabric = hardware_from_row(row, catalog)
+    acc = (row.get("gpu") or "").strip()
+    if acc and acc != system.accelerator.id:
+        system = replace(system, accelerator=catalog.accelerator(acc))
+    if engine == "analytical":
+        from .sim.analytical import estimate
+
+        return estimate(model, system, fabric, plan, catalog=catalog, check=False).step_time_s
+    from .api import _event_engine
+
+    return _event_engine().estimate(model, system, fabric, plan, catalog=catalog).step_time_s
+
+
+def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
+    except FileNotFoundError:
+        raise InputError(f"validation file {str(p)!r} does not exist", hint="pass a CSV such as shared/validation/training.csv") from None
+    except (OSError, csv.Error, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read validation file {str(p)!r}: {exc}") from None
+    return header, rows
+
+
+def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical") -> ValidationReport:
+    from .catalog import load_catalog
+
+    catalog = catalog or load_catalog()
+    header, rows = _read_csv(path)
+    if "measured_busbw_GBps" in header:
+        return _validate_collectives(rows, catalog)
+    if "measured_step_time_s" not in header:
+        raise InputError(
+            f"{path}: unknown validation format (no measured_step_time_s or measured_busbw_GBps column)",
+            hint="use the format of shared/validation/README.md",
+        )
+    out = []
+    for row in rows:
+        rid = (row.get("id") or "?").strip()
+        measured = _num(row, "measured_step_time_s", 0.0) if (row.get("measured_step_time_s") or "").strip() else None
+        try:
+            pred = predict_training_row(row, catalog, engine)
+        except InputError as exc:
+            out.append(RowResult(rid, measured, None, None, reason=exc.message))
+            continue
+        if not measured:
+            out.append(RowResult(rid, measured, pred, None, reason="no measured step time"))
+            continue
+        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured))
+    return ValidationReport("training", out)
+
+
+def _validate_collectives(rows: list[dict[str, str]], catalog) -> ValidationReport:
+    fn = None
+    try:
+        mod = importlib.import_module("clustertwin.collectives")
+        fn = getattr(mod, "predict_busbw_row", None)
+    except ImportError:
+        fn = None
+    out = []
+    for row in rows:
+        rid = (row.get("id") or "?").strip()
+        measured = _num(row, "measured_busbw_GBps", 0.0) or None
+        if fn is None:
+            out.append(RowResult(rid, measured, None, None, unit="GB/s",
+                                 reason="collective model not available (clustertwin.collectives.predict_busbw_row missing)"))
+            continue
+        try:
+            pred = float(fn(dict(row), catalog))
+        except InputError as exc:
+            out.append(RowResult(rid, measured, None, None, reason=exc.message, unit="GB/s"))
+            continue
+        if not measured:
+            out.append(RowResult(rid, measured, pred, None, reason="no measured busbw", unit="GB/s"))
+            continue
+        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit="GB/s"))
+    return ValidationReport("collectives", out)

@@ -1,0 +1,138 @@
+"""Memory per GPU of one training configuration (bytes). Array-friendly: every plan degree may be a
+numpy array; the model is scalar.
+
+Model states (MODELLING.md §2.1, Megatron distributed-optimizer table): BF16 weights 2 B/param, FP32 main
+gradients 4 B/param, Adam FP32 master + m + v 12 B/param. ZeRO 1 (Megatron distributed optimizer)
+shards the 12 optimizer bytes over the data-parallel ranks (6 + 12/d), ZeRO 2 also the gradients
+(2 + 16/d), ZeRO 3 / FSDP everything (18/d) plus the transient unsharded BF16 weights of two layers.
+Dense parameters shard over d = dp*cp, expert parameters over the expert-data-parallel size
+tp*dp*cp/(ep*etp).
+
+Activations per layer (Korthikanti et al. 2022, Table 2; MODELLING.md §2.2), with s the local sequence
+s/cp and 2-byte activations: attention 11 sbh + 5 a s^2 b, MLP 19 sbh, two norms 4 sbh. Generalised
+per term: QKV input 2sbh, Q/K/V 2sb(ad + 2gd), attention output 2sb ad, (unfused softmax + dropout
+5 a s^2 b), dropout masks sbh per dropout, MLP input 2sbh, MLP hidden 4sbf (GELU: up + activation) or
+6sbf (SwiGLU), norms 4sbh. Without sequence parallelism the norm inputs, dropout masks and the inputs of
+the QKV and MLP GEMMs (10 sbh with dropout) are replicated on the TP ranks, everything else is split.
+FlashAttention and selective recomputation drop the 5as^2b term; full recomputation keeps only the
+layer input (2sbh, /t with SP) plus one layer's working set. 1F1B keeps min(p, m) micro-batches in
+flight on stage 0 (L layers' worth), interleaving multiplies by 1 + (p-1)/(p v) (§2.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import ModelSpec
+
+ACT_BYTES = 2.0
+WEIGHT_BYTES = 2.0
+GRAD_BYTES = 4.0
+OPT_BYTES = 12.0
+
+
+def stage_params(model: ModelSpec, tp, pp, ep, etp=1):
+    """Parameters held by one GPU of the most-loaded pipeline stage: (dense, expert), arrays.
+
+    Layers are spread evenly (L/pp, fractional when uneven); stage 0 holds the embedding V*h/tp, the last
+    stage the output layer (both on one stage when pp = 1 and the embeddings are untied).
+    """
+    tp = np.asarray(tp, dtype=float)
+    pp = np.asarray(pp, dtype=float)
+    ep = np.asarray(ep, dtype=float)
+    etp = np.asarray(etp, dtype=float)
+    L = model.num_layers
+    h, V = model.hidden_size, model.vocab_size
+    per_layer_attn = model.attention_params() / tp
+    n_dense_layers = L - model.num_moe_layers
+    dense = (L / pp) * per_layer_attn + (n_dense_layers / pp) * model.dense_mlp_params() / tp
+    expert = np.zeros_like(dense)
+    if model.is_moe:
+        moe_layers = model.num_moe_layers / pp
+        dense = dense + moe_layers * (model.num_shared_experts * model.expert_params() / tp + h * model.num_experts)
+        expert = moe_layers * (model.num_experts / ep) * model.expert_params() / etp
+    emb = V * h / tp
+    extra = np.where((pp == 1) & (not model.tied_embeddings), 2.0 * emb, emb)
+    return dense + extra, expert
+
+
+def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, recompute_code, flash):
+    """Korthikanti Table 2 generalised (see module docstring); bytes per layer per micro-batch."""
+    tp = np.asarray(tp, dtype=float)
+    cp = np.asarray(cp, dtype=float)
+    b = np.asarray(micro_batch, dtype=float)
+    s = np.asarray(seq_len, dtype=float) / cp
+    sp = np.asarray(sp, dtype=bool)
+    rc = np.asarray(recompute_code)
+    flash = np.asarray(flash, dtype=bool)
+    h, a, g = model.hidden_size, model.num_attention_heads, model.num_kv_heads
+    dq, dv = model.qk_head_dim, model.v_dim
+    drop = 1.0 if model.dropout else 0.0
+    sbh = s * b * h
+    # elements per token / h, replicated on TP ranks unless SP
+    repl = 4.0 + 2.0 * drop + 2.0 + 2.0  # norms, dropout masks, QKV input, MLP input
+    if model.is_mla:
+        qkv_out = (a * dq + a * dq + a * dv)  # after up-projection
+    else:
+        qkv_out = a * dq + 2 * g * dq
+    f_eff = float(model.ffn_hidden_size)
+    if model.is_moe:
+        frac_moe = model.num_moe_layers / model.num_layers
+        moe_f = model.moe_ffn_hidden_size * (model.moe_topk + model.num_shared_experts)
+        f_eff = (1 - frac_moe) * model.ffn_hidden_size + frac_moe * (moe_f + model.moe_topk * h / 3.0)
+    mlp_hidden = (6.0 if model.swiglu else 4.0) * f_eff
+    split = 2.0 * qkv_out + 2.0 * a * dv + mlp_hidden + drop * 0.0  # bytes per token (x b s)
+    # Korthikanti's GELU/MHA case: split = 2*3h + 2h + 16h = 24h. Check in tests.
+    scores = 5.0 * a * s * b * s  # softmax 2 + dropout mask 1 + dropout output 2 (bytes)
+    keep_scores = (~flash) & (rc == 0)
+    repl_bytes = repl * sbh
+    split_bytes = split * s * b
+    per_layer = np.where(sp, (repl_bytes + split_bytes) / tp, repl_bytes + split_bytes / tp)
+    per_layer = per_layer + np.where(keep_scores, scores / tp, 0.0)
+    full = np.where(sp, 2.0 * sbh / tp, 2.0 * sbh)
+    return np.where(rc == 2, full, per_layer), per_layer + np.where(~flash, scores / tp, 0.0)
+
+
+def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
+                   vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0):
+    """Memory of the most-loaded GPU by component (bytes, arrays)."""
+    tp_f = np.asarray(tp, dtype=float)
+    pp_f = np.asarray(pp, dtype=float)
+    dp_f = np.asarray(dp, dtype=float)
+    cp_f = np.asarray(cp, dtype=float)
+    ep_f = np.asarray(ep, dtype=float)
+    vpp_f = np.asarray(vpp, dtype=float)
+    zero = np.asarray(zero)
+    m = np.asarray(num_micro_batches, dtype=float)
+    dense, expert = stage_params(model, tp_f, pp_f, ep_f, etp)
+    d_dense = dp_f * cp_f
+    d_exp = np.maximum(1.0, tp_f * dp_f * cp_f / (ep_f * np.asarray(etp, dtype=float)))
+    params = dense + expert
+    sharded = dense / d_dense + expert / d_exp
+    weights = np.where(zero >= 3, WEIGHT_BYTES * sharded, WEIGHT_BYTES * params)
+    grads = np.where(zero >= 2, GRAD_BYTES * sharded, GRAD_BYTES * params)
+    optim = np.where(zero >= 1, OPT_BYTES * sharded, OPT_BYTES * params)
+    # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
+    layer_params = params / np.maximum(1.0, model.num_layers / pp_f)
+    weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
+
+    stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash)
+    layers_per_stage = model.num_layers / pp_f
+    inflight = np.where(pp_f > 1, np.minimum(pp_f, m), 1.0)
+    interleave = np.where(vpp_f > 1, 1.0 + (pp_f - 1.0) / (pp_f * vpp_f), 1.0)
+    acts = stored * layers_per_stage * inflight * interleave
+    acts = acts + np.where(np.asarray(recompute_code) == 2, working, 0.0)
+    # logits (FP32) on the last stage: 4 s b V / (t cp)
+    logits = 4.0 * np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float) * model.vocab_size / tp_f
+    # first stage = activations; last stage = activations + logits (same layer count): take the max
+    total = weights + grads + optim + acts + logits + runtime_overhead_bytes
+    return {
+        "weights": weights,
+        "gradients": grads,
+        "optimizer": optim,
+        "activations": acts,
+        "logits": logits,
+        "runtime": np.broadcast_to(np.asarray(runtime_overhead_bytes, dtype=float), np.shape(total)).copy(),
+        "total": total,
+        "params_per_gpu": params,
+    }

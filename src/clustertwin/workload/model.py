@@ -1,0 +1,223 @@
+"""Transformer / MoE model specifications (frozen, SI-free: plain integer shapes).
+
+A :class:`ModelSpec` describes one decoder-only transformer: dense (GPT, Llama) or mixture-of-experts
+(Mixtral, DeepSeek-V3, Qwen3-MoE), with multi-head, grouped-query or multi-head latent attention (MLA).
+The built-in zoo is ``workload/data/models.yaml`` (every entry names the paper or config it comes from);
+users add their own with ``load_models(path)`` or ``model_from_dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InputError, UnknownNameError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """Shape of a decoder-only transformer.
+
+    Symbols follow MODELLING.md: ``L`` layers, ``h`` hidden, ``a`` query heads, ``g`` KV heads, ``d`` head
+    dim, ``f`` dense FFN width, ``V`` vocabulary. MoE: ``num_experts`` routed experts of width
+    ``moe_ffn_hidden_size``, ``moe_topk`` per token, ``num_shared_experts`` always-on experts of the same
+    width, the first ``num_dense_layers`` layers dense. MLA (DeepSeek-V2/V3): ``q_lora_rank`` (0 = no
+    q compression), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
+    """
+
+    id: str
+    name: str = ""
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int = 0  # 0 -> = num_attention_heads (MHA)
+    head_dim: int = 0  # 0 -> hidden_size / num_attention_heads
+    ffn_hidden_size: int = 0  # 0 -> 4 * hidden_size
+    vocab_size: int
+    swiglu: bool = False  # gated MLP with three matrices
+    dropout: bool = False  # GPT-style hidden/attention dropout (adds masks to activation memory)
+    tied_embeddings: bool = False
+    seq_len: int = 2048  # default training sequence length
+    num_experts: int = 0
+    moe_topk: int = 0
+    moe_ffn_hidden_size: int = 0
+    num_shared_experts: int = 0
+    num_dense_layers: int = 0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    mtp_depth: int = 0
+    source: str = ""
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.num_kv_heads:
+            object.__setattr__(self, "num_kv_heads", self.num_attention_heads)
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.hidden_size // max(1, self.num_attention_heads))
+        if not self.ffn_hidden_size:
+            object.__setattr__(self, "ffn_hidden_size", 4 * self.hidden_size)
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
+        _check_model(self)
+
+    # --- derived shape facts -------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+
+    @property
+    def v_dim(self) -> int:
+        return self.v_head_dim if self.is_mla else self.head_dim
+
+    def attention_params(self) -> int:
+        """Weight count of one attention block (no biases/norms)."""
+        h, a, g, d = self.hidden_size, self.num_attention_heads, self.num_kv_heads, self.head_dim
+        if self.is_mla:
+            dq = self.qk_head_dim
+            q = (self.q_lora_rank * (h + a * dq)) if self.q_lora_rank else h * a * dq
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * a * (
+                self.qk_nope_head_dim + self.v_head_dim
+            )
+            return q + kv + a * self.v_head_dim * h
+        return h * (a * d + 2 * g * d) + a * d * h
+
+    def dense_mlp_params(self) -> int:
+        return (3 if self.swiglu else 2) * self.hidden_size * self.ffn_hidden_size
+
+    def expert_params(self) -> int:
+        """Weights of one routed expert."""
+        return (3 if self.swiglu else 2) * self.hidden_size * self.moe_ffn_hidden_size
+
+    def num_params(self) -> int:
+        """Total weights incl. embedding (and the output layer when untied)."""
+        L, h, V = self.num_layers, self.hidden_size, self.vocab_size
+        n = L * self.attention_params()
+        n += (L - self.num_moe_layers) * self.dense_mlp_params()
+        n += self.num_moe_layers * (
+            (self.num_experts + self.num_shared_experts) * self.expert_params() + h * self.num_experts
+        )
+        n += V * h * (1 if self.tied_embeddings else 2)
+        return int(n)
+
+    def num_active_params(self) -> int:
+        """Weights touched per token (routed experts counted k times, not E)."""
+        L, h, V = self.num_layers, self.hidden_size, self.vocab_size
+        n = L * self.attention_params() + (L - self.num_moe_layers) * self.dense_mlp_params()
+        n += self.num_moe_layers * (
+            (self.moe_topk + self.num_shared_experts) * self.expert_params() + h * self.num_experts
+        )
+        n += V * h * (1 if self.tied_embeddings else 2)
+        return int(n)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("extra", None)
+        return d
+
+    def with_(self, **changes: Any) -> ModelSpec:
+        return replace(self, **changes)
+
+
+def _check_model(m: ModelSpec) -> None:
+    def bad(msg: str, hint: str) -> None:
+        raise InputError(f"model {m.id!r}: {msg}", hint=hint)
+
+    for name in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size"):
+        if getattr(m, name) <= 0:
+            bad(f"{name} must be positive, got {getattr(m, name)}", "check the model definition")
+    if m.num_attention_heads % m.num_kv_heads:
+        bad(
+            f"num_attention_heads ({m.num_attention_heads}) is not a multiple of num_kv_heads ({m.num_kv_heads})",
+            "grouped-query attention needs heads divisible by KV heads",
+        )
+    if m.is_moe:
+        if not (0 < m.moe_topk <= m.num_experts):
+            bad(f"moe_topk ({m.moe_topk}) must be between 1 and num_experts ({m.num_experts})", "set moe_topk")
+        if m.moe_ffn_hidden_size <= 0:
+            bad("MoE model needs moe_ffn_hidden_size", "set the expert MLP width")
+        if not (0 <= m.num_dense_layers < m.num_layers):
+            bad(f"num_dense_layers ({m.num_dense_layers}) must be below num_layers", "fix num_dense_layers")
+    if m.is_mla and not (m.qk_nope_head_dim and m.qk_rope_head_dim and m.v_head_dim):
+        bad("MLA needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim", "give all MLA dimensions")
+
+
+_FIELDS = set(ModelSpec.__dataclass_fields__) - {"extra"}
+
+
+def model_from_dict(model_id: str, data: dict[str, Any], *, origin: str = "") -> ModelSpec:
+    """Build a ModelSpec from a mapping (YAML entry, CLI flags). Unknown keys are an InputError."""
+    unknown = set(data) - _FIELDS - {"id"}
+    if unknown:
+        from ..errors import closest
+
+        key = sorted(unknown)[0]
+        raise InputError(
+            f"model {model_id!r}{' in ' + origin if origin else ''}: unknown field {key!r}",
+            suggestions=closest(key, _FIELDS),
+            hint="fields: " + ", ".join(sorted(_FIELDS)),
+        )
+    kw = {k: v for k, v in data.items() if k != "id"}
+    try:
+        return ModelSpec(id=model_id, **kw)
+    except TypeError as exc:  # missing required field
+        raise InputError(f"model {model_id!r}{' in ' + origin if origin else ''}: {exc}") from None
+
+
+def _parse_models_yaml(text: str, origin: str) -> dict[str, ModelSpec]:
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"model file {origin!r} is not valid YAML: {exc}") from None
+    models = data.get("models", data) if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise InputError(f"model file {origin!r} must hold a mapping `models: {{id: {{...}}}}`")
+    return {k: model_from_dict(k, v or {}, origin=origin) for k, v in models.items()}
+
+
+@lru_cache(maxsize=1)
+def builtin_models() -> dict[str, ModelSpec]:
+    text = (resources.files("clustertwin.workload") / "data" / "models.yaml").read_text(encoding="utf-8")
+    return _parse_models_yaml(text, "<builtin>/models.yaml")
+
+
+def load_models(path: str | Path) -> dict[str, ModelSpec]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError:
+        raise InputError(f"model file {str(p)!r} cannot be read", hint="check the path") from None
+    return _parse_models_yaml(text, str(p))
+
+
+def get_model(name: str, extra_files: tuple[str, ...] = ()) -> ModelSpec:
+    """A zoo model by id, or the first model of a YAML file when ``name`` is a path."""
+    table = dict(builtin_models())
+    for f in extra_files:
+        table.update(load_models(f))
+    if name in table:
+        return table[name]
+    if name.endswith((".yaml", ".yml")) and Path(name).exists():
+        models = load_models(name)
+        return next(iter(models.values()))
+    raise UnknownNameError("model", name, table, hint="list them with `clustertwin estimate --help`; or pass a model YAML file")

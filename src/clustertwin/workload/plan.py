@@ -1,0 +1,196 @@
+"""Parallel plan: how a training step is split over GPUs (Megatron conventions).
+
+Degrees: ``tp`` tensor, ``pp`` pipeline, ``dp`` data, ``cp`` context, ``ep`` expert (folded inside the
+``tp*dp*cp`` ranks of a pipeline stage, Megatron convention, with expert tensor parallel ``etp``),
+``vpp`` interleaved virtual stages per pipeline rank. ``tp*pp*dp*cp`` = number of GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ..errors import InputError
+from .model import ModelSpec
+
+RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
+DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelPlan:
+    """One training configuration.
+
+    ``overlap``: communication overlap as in current Megatron-Core/Transformer Engine (DP grad
+    reduce-scatter and param all-gather overlapped with backward/forward, TP comm overlap when sequence
+    parallelism is on, P2P overlap with interleaving). ``flash_attention``: fused attention kernel
+    (FlashAttention / cuDNN) that skips the masked half of causal attention and stores no s x s
+    matrices; ``False`` models the 2021-22 Megatron path (batched GEMMs + fused softmax).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int = 1
+    vpp: int = 1
+    micro_batch: int = 1
+    global_batch: int = 1
+    seq_len: int = 2048
+    sequence_parallel: bool = True
+    zero: int = 1  # 0 none, 1 optimizer states (Megatron distributed optimizer), 2 + grads, 3 + params
+    fsdp: bool = False
+    recompute: str = "none"
+    dtype: str = "bf16"
+    flash_attention: bool = True
+    overlap: bool = True
+    grad_reduce_bytes: int = 4  # Megatron default: FP32 gradient reduction
+    uneven_pipeline: bool = False  # allow layers not divisible by pp*vpp (custom stage layouts)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def num_micro_batches(self) -> int:
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def recompute_code(self) -> int:
+        return RECOMPUTE_CODE[self.recompute]
+
+    @property
+    def zero_effective(self) -> int:
+        return 3 if self.fsdp else self.zero
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def with_(self, **kw: Any) -> ParallelPlan:
+        return replace(self, **kw)
+
+
+def make_plan(
+    *,
+    gpus: int | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int | None = None,
+    cp: int = 1,
+    ep: int = 1,
+    etp: int = 1,
+    vpp: int = 1,
+    micro_batch: int = 1,
+    global_batch: int | None = None,
+    seq_len: int = 2048,
+    sequence_parallel: bool | None = None,
+    zero: int = 1,
+    fsdp: bool = False,
+    recompute: str = "none",
+    dtype: str = "bf16",
+    flash_attention: bool = True,
+    overlap: bool = True,
+    grad_reduce_bytes: int = 4,
+    uneven_pipeline: bool = False,
+) -> ParallelPlan:
+    """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp."""
+    for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp), ("vpp", vpp),
+                    ("micro-batch", micro_batch), ("seq-len", seq_len)):
+        if v is None or int(v) < 1:
+            raise InputError(f"--{name} must be a positive integer, got {v}", hint=f"pass --{name} 1 or more")
+    if dp is None:
+        if gpus is None:
+            dp = 1
+        else:
+            inner = tp * pp * cp
+            if gpus % inner:
+                raise InputError(
+                    f"--gpus {gpus} is not divisible by tp*pp*cp = {tp}*{pp}*{cp} = {inner}",
+                    hint="choose degrees whose product divides the GPU count, or pass --dp",
+                )
+            dp = gpus // inner
+    if dp < 1:
+        raise InputError(f"--dp must be a positive integer, got {dp}")
+    if global_batch is None:
+        global_batch = dp * micro_batch * max(1, pp) * 4 if pp > 1 else dp * micro_batch
+    if sequence_parallel is None:
+        sequence_parallel = tp > 1
+    if recompute not in RECOMPUTE:
+        from ..errors import closest
+
+        raise InputError(f"unknown recompute {recompute!r}", suggestions=closest(recompute, RECOMPUTE),
+                         hint="use none, selective or full")
+    if dtype not in DTYPES:
+        from ..errors import closest
+
+        raise InputError(f"unknown dtype {dtype!r}", suggestions=closest(dtype, DTYPES), hint="use " + ", ".join(DTYPES))
+    if zero not in (0, 1, 2, 3):
+        raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}")
+    plan = ParallelPlan(
+        tp=int(tp), pp=int(pp), dp=int(dp), cp=int(cp), ep=int(ep), etp=int(etp), vpp=int(vpp),
+        micro_batch=int(micro_batch), global_batch=int(global_batch), seq_len=int(seq_len),
+        sequence_parallel=bool(sequence_parallel and tp > 1), zero=int(zero), fsdp=bool(fsdp),
+        recompute=recompute, dtype=dtype, flash_attention=flash_attention, overlap=overlap,
+        grad_reduce_bytes=int(grad_reduce_bytes), uneven_pipeline=bool(uneven_pipeline),
+    )
+    if gpus is not None and plan.num_gpus != gpus:
+        raise InputError(
+            f"degrees multiply to {plan.num_gpus} GPUs (tp {tp} x pp {pp} x dp {plan.dp} x cp {cp}) but --gpus is {gpus}",
+            hint="make tp*pp*dp*cp equal the GPU count, or leave out --dp to derive it",
+        )
+    return plan
+
+
+def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
+    """Raise InputError with the first reason the plan cannot run this model (Megatron rules)."""
+    reasons = plan_problems(model, plan)
+    if reasons:
+        raise InputError(f"plan cannot run {model.id}: " + reasons[0],
+                         hint="; ".join(reasons[1:]) if len(reasons) > 1 else "adjust the parallel degrees")
+
+
+def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
+    out: list[str] = []
+    a, g = model.num_attention_heads, model.num_kv_heads
+    if a % p.tp:
+        out.append(f"attention heads ({a}) are not divisible by tp ({p.tp})")
+    if not model.is_mla and g % p.tp and p.tp % g:
+        out.append(f"KV heads ({g}) and tp ({p.tp}) do not divide one another")
+    if model.ffn_hidden_size % p.tp:
+        out.append(f"FFN width ({model.ffn_hidden_size}) is not divisible by tp ({p.tp})")
+    stages = p.pp * p.vpp
+    if stages > model.num_layers:
+        out.append(f"pp*vpp = {p.pp}*{p.vpp} = {stages} is more than the {model.num_layers} layers")
+    elif model.num_layers % stages and (model.num_layers + 2) % stages and not p.uneven_pipeline:
+        out.append(
+            f"layers ({model.num_layers}) are not divisible by pp*vpp = {p.pp}*{p.vpp} = {stages}"
+            " (nor layers+2, with embedding and loss counted as stages)"
+        )
+    if p.vpp > 1 and p.pp < 2:
+        out.append("interleaved schedule (vpp > 1) needs pp >= 2")
+    if p.seq_len % p.cp:
+        out.append(f"sequence length ({p.seq_len}) is not divisible by cp ({p.cp})")
+    if p.cp > 1 and p.flash_attention and (p.seq_len // p.cp) % 2:
+        out.append(f"cp ({p.cp}) needs an even local sequence (s/cp = {p.seq_len // p.cp}) for load-balanced causal chunks")
+    if model.is_moe:
+        if model.num_experts % p.ep:
+            out.append(f"experts ({model.num_experts}) are not divisible by ep ({p.ep})")
+        if (p.tp * p.dp * p.cp) % (p.ep * p.etp):
+            out.append(
+                f"ep*etp = {p.ep}*{p.etp} does not divide the tp*dp*cp = {p.tp * p.dp * p.cp} ranks of a pipeline stage"
+            )
+    elif p.ep > 1:
+        out.append(f"ep = {p.ep} but {model.id} is a dense model (no experts)")
+    if p.global_batch % (p.micro_batch * p.dp):
+        out.append(
+            f"global batch ({p.global_batch}) is not divisible by micro_batch*dp = {p.micro_batch}*{p.dp} = {p.micro_batch * p.dp}"
+        )
+    elif p.vpp > 1 and p.num_micro_batches % p.pp:
+        out.append(
+            f"interleaved schedule needs micro-batches per step ({p.num_micro_batches}) divisible by pp ({p.pp})"
+        )
+    if p.sequence_parallel and p.tp == 1:
+        out.append("sequence parallelism needs tp > 1")
+    return out
