@@ -241,10 +241,15 @@ class SystemIn(_Entry):
     def to_spec(self, id: str, acc: Accelerator, up: ScaleUpTech) -> SystemSpec:
         bw = self.scaleup_gbps_per_device_uni
         sources = self.field_sources()
-        if bw is None:  # inherited from the accelerator: cite the accelerator's source
-            sources["scaleup_bw_per_device"] = f"accelerator {acc.id}: {acc.sources.get('scaleup_bw', '')}"
+        if bw is None:  # inherited: the smaller of the accelerator's link and the scale-up tech's
+            if up.bw_per_device < acc.scaleup_bw:
+                sources["scaleup_bw_per_device"] = f"scale-up fabric {up.id}: {up.sources.get('bw_per_device', '')}"
+            else:
+                sources["scaleup_bw_per_device"] = f"accelerator {acc.id}: {acc.sources.get('scaleup_bw', '')}"
         assumptions = self.field_assumptions()
-        if bw is None and "scaleup_bw" in acc.assumptions:
+        if bw is None and up.bw_per_device < acc.scaleup_bw and "bw_per_device" in up.assumptions:
+            assumptions.setdefault("scaleup_bw_per_device", f"scale-up fabric {up.id}: {up.assumptions['bw_per_device']}")
+        elif bw is None and "scaleup_bw" in acc.assumptions:
             assumptions.setdefault("scaleup_bw_per_device", f"accelerator {acc.id}: {acc.assumptions['scaleup_bw']}")
         if self.scaleup_topology is None:
             sources["scaleup_topology"] = f"scale-up fabric {up.id}: {up.sources.get('topology', '')}"
@@ -255,7 +260,7 @@ class SystemIn(_Entry):
             scaleup=up,
             devices_per_domain=self.devices_per_domain,
             devices_per_host=self.devices_per_host,
-            scaleup_bw_per_device=(bw * units.GB) if bw is not None else acc.scaleup_bw,
+            scaleup_bw_per_device=(bw * units.GB) if bw is not None else min(acc.scaleup_bw, up.bw_per_device),
             scaleup_topology=self.scaleup_topology or up.topology,
             nics_per_host=self.nics_per_host,
             nic_bw=units.gbps_to_bytes_per_s(self.nic_gbps),

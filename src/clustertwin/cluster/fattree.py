@@ -15,11 +15,15 @@ rail-optimised variant; Qian et al., SIGCOMM'24 "Alibaba HPN" for the dual-plane
 * every switch has ``radix`` = k ports at the endpoint port speed;
 * the leaf (tier 1) splits its ports d down : u up with d/u ~ ``oversubscription`` (d + u = k,
   d = floor(k*o/(1+o))); the tiers above are non-blocking (k/2 down, k/2 up, the top tier uses all
-  k ports downwards);
+  k ports downwards); when a rail (or the whole plane) fits on one partly filled leaf, that leaf
+  cables only ceil(endpoints/o) uplinks (so 384 NICs on 8 rails use 8 x 48 uplinks, not 8 x 64);
+* ``tiers="auto"``: 1 when every endpoint of a plane fits one switch (not for rail-optimised, whose
+  rails meet at the spine), else the smallest of 2 and 3 that fits;
 * 2 tiers: ``leaf = ceil(E/d)``, ``spine = ceil(leaf*u/k)``; at most k leaves (each spine port
   reaches a different leaf), so ``max_endpoints = k*d`` (= k^2/2 non-blocking);
-* 3 tiers: pods of k/2 leaves and u pod-spines; ``spine = ceil(leaf*u/(k/2))``,
-  ``core = ceil(spine*(k/2)/k)``; at most k pods, so ``max_endpoints = k*(k/2)*d`` (= k^3/4);
+* 3 tiers: pods of k/2 leaves and u pod-spines, ``pods = ceil(leaf/(k/2))``, ``spine = pods*u``;
+  spine i of every pod connects to core group i of ``ceil(pods*(k/2)/k)`` cores, so
+  ``core = u*ceil(pods*(k/2)/k)``; at most k pods, so ``max_endpoints = k*(k/2)*d`` (= k^3/4);
 * 1 tier: one switch per plane/rail group, ``E <= k``;
 * ``rail`` (rail-optimised): NIC r of every host sits on a leaf of rail r, so
   ``leaf = rails*ceil(E/rails/d)``; the layers above are shared as in a fat tree;
@@ -52,7 +56,7 @@ class FatTreeSizing:
     rails: int  # leaf groups for rail-optimised (1 otherwise)
     oversubscription: float  # actual leaf down:up ratio after rounding to whole ports
     leaf_down: int  # leaf ports facing endpoints
-    leaf_up: int  # leaf ports facing the spine (0 for 1 tier)
+    leaf_up: int  # leaf ports cabled to the spine (0 for 1 tier); leaf_down + leaf_up <= radix
     leaf: int
     spine: int
     core: int
@@ -121,9 +125,24 @@ class FatTreeSizing:
             out["spine"] = math.ceil(self.leaf * self.leaf_up / max(self.spine, 1))
         if self.tiers == 3:
             half = self.radix // 2
-            out["spine"] = math.ceil(self.leaf * self.leaf_up / max(self.spine, 1)) + half
+            leaves_per_pod = min(half, self.leaf // self.planes)
+            out["spine"] = leaves_per_pod + half
             out["core"] = math.ceil(self.spine * half / max(self.core, 1))
         return out
+
+    @property
+    def pods(self) -> int:
+        """Pods per plane (3 tiers): groups of k/2 leaves sharing u pod-spines."""
+        if self.tiers < 3:
+            return 1
+        return math.ceil(self.leaf // self.planes / (self.radix // 2))
+
+    @property
+    def core_group(self) -> int:
+        """Cores per core group (3 tiers): spine i of every pod connects to core group i."""
+        if self.tiers < 3:
+            return 0
+        return self.core // self.planes // self.leaf_up
 
     def to_dict(self) -> dict:
         return {
@@ -197,6 +216,8 @@ def size_fat_tree(
         rails = 1
     per_plane = endpoints // planes
 
+    if tiers == "auto" and kind != "rail" and per_plane <= radix:
+        tiers = 1  # one switch per plane holds every endpoint
     if tiers == "auto":
         fits = [t for t in (2, 3) if per_plane <= max_endpoints(radix, t, oversubscription)]
         if not fits:
@@ -229,15 +250,19 @@ def size_fat_tree(
     else:
         down, up = _split(radix, oversubscription)
         per_rail = per_plane // rails
-        leaf = rails * math.ceil(per_rail / down)
+        leaves_per_rail = math.ceil(per_rail / down)
+        leaf = rails * leaves_per_rail
+        if leaves_per_rail == 1:  # one partly filled leaf per rail: cable only the uplinks it needs
+            up = min(up, max(1, math.ceil(per_rail / oversubscription - 1e-9)))
         if tiers == 2:
             spine = math.ceil(leaf * up / radix)
             core = 0
         else:
             half = radix // 2
-            spine = math.ceil(leaf * up / half)
-            core = math.ceil(spine * half / radix)
-        actual = down / up
+            pods = math.ceil(leaf / half)
+            spine = pods * up  # spine i of every pod ...
+            core = up * math.ceil(pods * half / radix)  # ... reaches core group i (k-ary fat tree)
+        actual = min(down, per_rail) / up
         groups = leaf if tiers == 2 else math.ceil(leaf / (radix // 2))
         if groups > radix:
             raise InputError(
