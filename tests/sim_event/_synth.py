@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clustertwin.sim.event import EventOptions, InterferenceModel, LayerWork, StageWork, simulate_work
+from clustertwin.sim.event import EventOptions, InterferenceModel, LayerWork, StageWork, simulate_work  # noqa: F401
 
 
 def uniform_stages(p: int, layers_per_chunk: int = 2, v: int = 1, *, tf: float = 1.0, tb: float = 2.0,

@@ -140,24 +140,24 @@ class Straggler:
 
 
 def apply_stragglers(stages: tuple[StageWork, ...], stragglers: tuple[Straggler, ...]) -> tuple[StageWork, ...]:
+    from ...errors import InputError
+
     out = list(stages)
     for s in stragglers:
         if not 0 <= s.stage < len(out):
-            from ...errors import InputError
-
             raise InputError(
                 f"straggler stage {s.stage} is outside the pipeline (0..{len(out) - 1})",
                 hint="pick a stage between 0 and pp-1",
             )
-        if s.compute <= 0 or s.comm <= 0:
-            from ...errors import InputError
-
+        if s.compute <= 0 or s.comm <= 0 or s.extra_layers < 0:
             raise InputError("straggler factors must be positive", hint="use e.g. compute=1.2 for 20 % slower")
         st = out[s.stage].scaled(s.compute, s.comm)
         if s.extra_layers:
             chunks = list(st.chunks)
-            last = chunks[-1][-1] if chunks[-1] else chunks[0][-1]
-            chunks[-1] = chunks[-1] + (last,) * s.extra_layers
+            regular = [lw for ch in chunks for lw in ch if lw.name != "logits"] or [lw for ch in chunks for lw in ch]
+            if not regular:
+                raise InputError(f"stage {s.stage} has no layer to repeat")
+            chunks[-1] = chunks[-1] + (regular[-1],) * s.extra_layers
             st = replace(st, chunks=tuple(chunks))
         out[s.stage] = st
     return tuple(out)

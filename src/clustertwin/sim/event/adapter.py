@@ -1,0 +1,220 @@
+"""From (model, system, fabric, plan) to per-stage op durations, using the shared cost model.
+
+Both engines take every per-op cost from ``clustertwin.sim.costs.stage_costs`` (GEMM, attention,
+element-wise, TP/CP/EP/PP/DP collectives, logits, optimizer); the event engine only schedules them.
+
+Mapping (one layer, one micro-batch, one representative rank):
+* ``fwd`` = GEMMs + attention core + element-wise kernels; ``bwd`` likewise; the backward GEMMs are
+  half dgrad, half wgrad (same shapes), which gives the B / W split of zero-bubble schedules;
+* ``recompute`` and ``tp_recompute`` as the cost model gives them (full: the whole forward; selective:
+  the attention core);
+* DP (per step): ZeRO-0 all-reduce, ZeRO-1/2 reduce-scatter + all-gather (distributed optimizer),
+  ZeRO-3 per micro-batch gathers and reduce-scatters, spread over the stage's layers by parameters;
+* the logits + cross-entropy block is one extra "layer" at the end of the last virtual stage.
+
+Layers per virtual stage follow Megatron: even when ``p*v`` divides ``L``; when it divides ``L + 2``
+the embedding and the loss count as one layer each, so the first and last virtual stages hold one
+layer fewer (``account_for_embedding/loss_in_pipeline_split``); otherwise the remainder goes to the
+middle stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ...errors import InputError
+from .core import simulate_work
+from .engine import LINK_SCALEOUT, LINK_SCALEUP, InterferenceModel
+from .result import EventResult, StepMeta
+from .work import EventOptions, LayerWork, StageWork, Straggler
+
+# Compute slowdown of a scale-out transfer relative to a scale-up collective. NCCL's network proxy
+# moves IB/RoCE data by RDMA from a few channels' SMs, NVLink collectives copy through SMs: Calculon
+# charges 2 % of the processor for IB vs 15 % for NVLink (MODELLING.md section 5), a ratio of 2/15.
+SCALEOUT_TO_SCALEUP_SLOWDOWN = 2.0 / 15.0
+
+
+def layers_per_virtual_stage(num_layers: int, p: int, v: int) -> list[int]:
+    """Transformer layers of each virtual stage 0..p*v-1 (Megatron rules, see module docstring)."""
+    n = p * v
+    if num_layers % n == 0:
+        return [num_layers // n] * n
+    if (num_layers + 2) % n == 0 and (num_layers + 2) // n >= 1:
+        k = (num_layers + 2) // n
+        out = [k] * n
+        out[0] -= 1
+        out[-1] -= 1
+        return out
+    base, extra = divmod(num_layers, n)
+    out = [base] * n
+    # remainder to the middle virtual stages (first and last also carry embedding / logits)
+    order = sorted(range(n), key=lambda i: (i in (0, n - 1), abs(i - (n - 1) / 2)))
+    for i in order[:extra]:
+        out[i] += 1
+    return out
+
+
+def _scalar(costs: dict[str, np.ndarray]) -> dict[str, float]:
+    return {k: float(np.asarray(v).reshape(-1)[0]) for k, v in costs.items()}
+
+
+def _group_link(size: float, stride: float, domain: int) -> int:
+    """Scale-up when the whole group fits inside one scale-up domain (Megatron order tp, cp, dp)."""
+    return LINK_SCALEUP if size * stride <= domain or size <= 1 else LINK_SCALEOUT
+
+
+def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps: int = 1,
+                      interference: InterferenceModel | None = None) -> EventOptions:
+    """Scheduling options implied by a ``ParallelPlan`` (Megatron-Core defaults with overlap on)."""
+    v = int(plan.vpp)
+    sched = schedule or ("interleaved" if v > 1 else "1f1b")
+    m = int(plan.num_micro_batches)
+    if m < 1:
+        raise InputError(
+            f"global batch {plan.global_batch} gives no micro-batch per pipeline (dp {plan.dp} x micro-batch {plan.micro_batch})",
+            hint="raise --global-batch or lower --dp / --micro-batch",
+        )
+    zero = int(plan.zero_effective)
+    domain = int(hw.domain)
+    t, c, d, p, e = plan.tp, plan.cp, plan.dp, plan.pp, plan.ep
+    if interference is None:
+        sigma = float(hw.eff.overlap_slowdown)
+        interference = InterferenceModel(compute_slowdown_scaleup=sigma,
+                                         compute_slowdown_scaleout=sigma * SCALEOUT_TO_SCALEUP_SLOWDOWN)
+    overlap = bool(plan.overlap)
+    return EventOptions(
+        schedule=sched,
+        num_microbatches=m,
+        zero_stage=zero,
+        overlap_grad_reduce=overlap,
+        overlap_param_gather=overlap,
+        tp_overlap=overlap and bool(plan.sequence_parallel) and t > 1,
+        ep_overlap=False,
+        bucket_params=max(40e6, 1e6 * d * c),
+        tp_link=_group_link(t, 1, domain),
+        cp_link=_group_link(c, t, domain),
+        ep_link=_group_link(e, plan.etp, domain),
+        dp_link=_group_link(d * c, t, domain),
+        pp_link=_group_link(p, t * c * d, domain),
+        interference=interference,
+        steps=steps,
+    )
+
+
+def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, grad_reduce_bytes: float = 4.0
+                          ) -> tuple[StageWork, ...]:
+    """Per-stage work of ``plan`` from the scalar cost dict of ``sim.costs.stage_costs``."""
+    c = costs
+    p, v = int(plan.pp), int(plan.vpp)
+    zero = int(plan.zero_effective)
+    lps = max(c["layers_per_stage"], 1e-9)
+    fwd = c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"]
+    wgrad = 0.5 * c["layer_bwd_gemm_s"]
+    bwd_in = c["layer_bwd_gemm_s"] - wgrad + c["layer_bwd_attn_s"] + c["layer_bwd_mem_s"]
+    # attention block share of the forward (CP ring overlaps it): attention GEMMs by parameter share
+    attn_params = model.attention_params()
+    mlp_params = max(model.dense_mlp_params(), 1)
+    if model.is_moe:
+        mlp_params = (model.moe_topk + model.num_shared_experts) * model.expert_params()
+    attn_gemm = c["layer_fwd_gemm_s"] * attn_params / (attn_params + mlp_params)
+    attn_fraction = min(0.95, (attn_gemm + c["layer_fwd_attn_s"]) / fwd) if fwd > 0 else 0.5
+    # DP: per-step totals of the (most-loaded) stage, spread over its layers
+    if zero >= 3:
+        dp_grad = (c["dp_rs_s"] + c["edp_rs_s"]) / lps  # reduce-scatter every micro-batch
+        dp_param = (c["dp_ag_s"] + c["edp_ag_s"]) / lps  # gathered before every fwd and bwd
+    elif zero >= 1:
+        dp_grad = (c["dp_rs_s"] + c["edp_rs_s"]) / lps
+        dp_param = (c["dp_ag_s"] + c["edp_ag_s"]) / lps
+    else:
+        dp_grad = (c["dp_ar_s"] + c["edp_ar_s"]) / lps
+        dp_param = 0.0
+    params = c["dp_grad_bytes"] / grad_reduce_bytes / lps
+    layer = LayerWork(
+        fwd=fwd, bwd_input=bwd_in, bwd_weight=wgrad, recompute=c["layer_recompute_s"],
+        attn_fraction=attn_fraction, tp_fwd=c["tp_comm_fwd_s"], tp_bwd=c["tp_comm_bwd_s"],
+        tp_recompute=c["tp_comm_recompute_s"], cp_fwd=c["cp_comm_fwd_s"], cp_bwd=c["cp_comm_bwd_s"],
+        ep_fwd=c["ep_comm_fwd_s"], ep_bwd=c["ep_comm_bwd_s"], dp_grad=dp_grad, dp_param=dp_param,
+        params=params, name="L",
+    )
+    logits = LayerWork(fwd=c["logits_fwd_s"], bwd_input=0.5 * c["logits_bwd_s"], bwd_weight=0.5 * c["logits_bwd_s"],
+                       attn_fraction=0.0, name="logits")
+    counts = layers_per_virtual_stage(model.num_layers, p, v)
+    stages = []
+    for i in range(p):
+        chunks = []
+        for ch in range(v):
+            vs = ch * p + i
+            layers = [layer] * counts[vs]
+            if vs == p * v - 1:
+                layers.append(logits)
+            chunks.append(tuple(layers))
+        stages.append(StageWork(
+            chunks=tuple(chunks),
+            p2p_fwd=c["pp_p2p_s"] if p > 1 else 0.0,
+            p2p_bwd=c["pp_p2p_s"] if p > 1 else 0.0,
+            optimizer=c["optimizer_s"],
+            step_overhead=c["step_overhead_s"],
+        ))
+    return tuple(stages)
+
+
+def _meta(model, plan, hw) -> StepMeta:
+    from ...workload.flops import hardware_flops_per_step, model_flops_per_step
+    from ...workload.memory import memory_per_gpu
+
+    mf = float(model_flops_per_step(model, plan.seq_len, plan.global_batch))
+    hf = float(hardware_flops_per_step(model, plan.seq_len, plan.global_batch, plan.recompute_code))
+    mem = memory_per_gpu(
+        model, seq_len=plan.seq_len, micro_batch=plan.micro_batch, num_micro_batches=plan.num_micro_batches,
+        tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, etp=plan.etp, vpp=plan.vpp,
+        zero=plan.zero_effective, sp=plan.sequence_parallel, recompute_code=plan.recompute_code,
+        flash=plan.flash_attention, runtime_overhead_bytes=hw.eff.runtime_overhead_bytes,
+    )
+    return StepMeta(
+        tokens_per_step=float(plan.global_batch * plan.seq_len), num_gpus=int(plan.num_gpus),
+        model_flops=mf, hardware_flops=hf, peak_flops=float(hw.peak),
+        memory_bytes_per_gpu=float(np.asarray(mem["total"]).reshape(-1)[0]), hbm_bytes=float(hw.hbm_bytes),
+        memory_detail={k: float(np.asarray(x).reshape(-1)[0]) for k, x in mem.items()},
+    )
+
+
+def simulate(
+    model: Any,
+    system: Any,
+    fabric: Any,
+    plan: Any,
+    *,
+    catalog: Any = None,
+    schedule: str | None = None,
+    stragglers: tuple[Straggler, ...] = (),
+    interference: InterferenceModel | None = None,
+    steps: int = 1,
+    trace: bool = False,
+) -> EventResult:
+    """Simulate one training step of ``model`` on ``system`` + scale-out ``fabric`` under ``plan``.
+
+    ``schedule``: 1f1b | interleaved | zb-h1 | gpipe (default: interleaved when plan.vpp > 1, else 1f1b).
+    ``stragglers``: per-stage slowdowns (:class:`Straggler`). ``trace``: keep the timeline for
+    ``clustertwin.report.trace.write_chrome_trace``.
+    """
+    from ...workload.plan import check_plan
+    from .. import costs as cm
+
+    check_plan(model, plan)
+    hw = cm.make_hardware(system, fabric, plan.dtype, catalog)
+    raw = cm.stage_costs(
+        model, hw, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vpp=plan.vpp,
+        micro_batch=plan.micro_batch, recompute=plan.recompute_code, zero=plan.zero_effective,
+        global_batch=plan.global_batch, seq_len=plan.seq_len, sp=plan.sequence_parallel, etp=plan.etp,
+        flash=plan.flash_attention, overlap=plan.overlap, grad_reduce_bytes=plan.grad_reduce_bytes,
+    )
+    costs = _scalar(raw)
+    stages = stage_work_from_costs(model, plan, costs, grad_reduce_bytes=plan.grad_reduce_bytes)
+    opts = event_options_for(plan, hw, schedule=schedule, steps=steps, interference=interference)
+    if opts.schedule == "zb-h1" and plan.vpp != 1:
+        plan = replace(plan, vpp=1)
+    res = simulate_work(stages, opts, meta=_meta(model, plan, hw), stragglers=tuple(stragglers), trace=trace)
+    return res
