@@ -45,8 +45,9 @@ def _domains(n, g):
 
 
 def _kscale(P: CollectiveParams, d):
-    """Latency scale: the per-system fit applies to collectives inside one domain (see nccl.yaml)."""
-    return np.where(d > 1, 1.0, P.latency_scale)
+    """Per-system latency scale (nccl.yaml): ``latency_scale`` for collectives inside one domain,
+    ``net_latency_scale`` once the network paces the pipeline (default 1 = NCCL tuner values)."""
+    return np.where(d > 1, P.net_latency_scale, P.latency_scale)
 
 
 def _bw_up(P: CollectiveParams) -> float:
@@ -66,8 +67,10 @@ def _bus_bw(P: CollectiveParams, g, d):
     return np.where(d > 1, np.minimum(_bw_up(P), _bw_out_domain(P, g)), _bw_up(P))
 
 
-def _finish(P: CollectiveParams, lat, W, mask):
-    """Combine latency and bandwidth time (shape (3, ...)) with the channel modes; mask protocols."""
+def _finish(P: CollectiveParams, lat, W, mask, d):
+    """Combine latency (tuner values, scaled here) and bandwidth time (shape (3, ...)) with the
+    channel modes and the pipeline fill; mask protocols."""
+    lat = lat * _kscale(P, d)
     C = P.channels
     full = lat + (C - 1) * P.channel_launch_s + W
     if P.pipeline_fill_s > 0:
@@ -98,7 +101,6 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
     network; intra steps cost max(intraLat, netOverhead). Bandwidth: bytes 2(n−1)/n·S, (n−1)/n·S or S.
     """
     g, d = _domains(n, g)
-    k = _kscale(P, d)
     if kind == "ar":
         nsteps, ninter, fbytes = 2 * (n - 1), 2 * (d - 1), 2 * (n - 1) / n
     elif kind == "ag":
@@ -107,14 +109,14 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
         nsteps, ninter, fbytes = n - 1, d - 1, np.ones_like(n)
     lat = []
     for p in range(3):
-        intra = k * P.hw_intra["ring"][p]
+        intra = P.hw_intra["ring"][p]
         ov = P.net_overhead_s * (P.net_overhead_simple_mult if p == SIMPLE else 1.0)
         step = np.where(d > 1, np.maximum(intra, ov), intra)
-        lat.append(k * P.base["ring"][p] + (nsteps - ninter) * step + ninter * P.hw_net["ring"][p])
+        lat.append(P.base["ring"][p] + (nsteps - ninter) * step + ninter * P.hw_net["ring"][p])
     lat = np.stack(np.broadcast_arrays(*lat))
     B = _bus_bw(P, g, d)
     W = np.stack([fbytes * S / (B * P.bw_factor[p]) for p in range(3)])
-    return _finish(P, lat, W, _protocol_mask(P, d))
+    return _finish(P, lat, W, _protocol_mask(P, d), d)
 
 
 # ------------------------------------------------------------------------------------------- tree
@@ -123,12 +125,11 @@ def tree(P: CollectiveParams, S, n, g):
     base + 2·((g−1)·intraLat + log2(d)·interLat); bytes 2S per node per direction (algbw = busbw/2);
     protocol factors LL 1/3.8, LL128 7/9 (1 node) or 120/128, Simple 0.92."""
     g, d = _domains(n, g)
-    k = _kscale(P, d)
     lat = np.stack(
         np.broadcast_arrays(
             *[
-                k * P.base["tree"][p]
-                + 2 * ((g - 1) * k * P.hw_intra["tree"][p] + np.log2(d) * P.hw_net["tree"][p])
+                P.base["tree"][p]
+                + 2 * ((g - 1) * P.hw_intra["tree"][p] + np.log2(d) * P.hw_net["tree"][p])
                 for p in range(3)
             ]
         )
@@ -136,7 +137,7 @@ def tree(P: CollectiveParams, S, n, g):
     B = _bus_bw(P, g, d)
     f = (1 / 3.8, np.where(d > 1, 120 / 128, 7 / 9), P.tree_bw_factor)
     W = np.stack(np.broadcast_arrays(*[2 * S / (B * f[p]) for p in range(3)]))
-    return _finish(P, lat, W, _protocol_mask(P, d))
+    return _finish(P, lat, W, _protocol_mask(P, d), d)
 
 
 # ---------------------------------------------------------------------------------- in-network
@@ -151,19 +152,18 @@ def nvls(P: CollectiveParams, S, n, g):
     g, d = _domains(n, g)
     if not P.nvls_ok:
         return np.full((3, *np.broadcast(S, n, g).shape), INF)
-    k = _kscale(P, d)
     B_nvls = _bw_up(P) * P.nvls_efficiency
     intra_t = (g + 1) / g * S / B_nvls
     inter_t = 2 * S / (_bw_out_domain(P, g) * P.tree_bw_factor)
     W_s = np.where(d > 1, np.maximum(intra_t, inter_t), intra_t)
     lat_s = np.where(
         d > 1,
-        k * (P.base["nvlstree"][2] + P.hw_intra["nvlstree"][2]) + 2 * np.log2(d) * P.hw_net["nvlstree"][2],
-        k * (P.base["nvls"][2] + P.hw_intra["nvls"][2]),
+        (P.base["nvlstree"][2] + P.hw_intra["nvlstree"][2]) + 2 * np.log2(d) * P.hw_net["nvlstree"][2],
+        (P.base["nvls"][2] + P.hw_intra["nvls"][2]),
     )
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
-    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d)
 
 
 def collnet(P: CollectiveParams, S, n, g):
@@ -171,29 +171,28 @@ def collnet(P: CollectiveParams, S, n, g):
     sends and receives S once to the switch tree. Latency (tuning.cc): base + 2·(min(1,g−1)·intraLat +
     (g−1)·0.4 µs) + interLat (31 µs). Simple only."""
     g, d = _domains(n, g)
-    k = _kscale(P, d)
     intra_t = 2 * (g - 1) / g * S / _bw_up(P)
     inter_t = S / _bw_out_domain(P, g)
     W_s = np.maximum(intra_t, np.where(d > 1, inter_t, 0.0))
     lat_s = (
-        k * P.base["collnet"][2]
-        + 2 * (np.minimum(1, g - 1) * k * P.hw_intra["collnet"][2] + (g - 1) * P.collnet_per_local_rank_s)
+        P.base["collnet"][2]
+        + 2 * (np.minimum(1, g - 1) * P.hw_intra["collnet"][2] + (g - 1) * P.collnet_per_local_rank_s)
         + np.where(d > 1, P.hw_net["collnet"][2], 0.0)
     )
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
-    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d)
 
 
 def pat(P: CollectiveParams, S, n, g):
     """NCCL PAT all-gather / reduce-scatter (one rank per node). Latency base + log2(d)·interLat/3.5 +
     n·2.8 µs; bandwidth 0.75 of the NIC (tuning.cc). Simple only."""
     g, d = _domains(n, g)
-    lat_s = P.base["pat"][2] * _kscale(P, d) + np.log2(d) * P.hw_net["pat"][2] / P.pat_inter_divisor + n * P.pat_per_rank_s
+    lat_s = P.base["pat"][2] + np.log2(d) * P.hw_net["pat"][2] / P.pat_inter_divisor + n * P.pat_per_rank_s
     W_s = (n - 1) / n * S / (_bus_bw(P, g, d) * P.pat_bw_factor)
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
-    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d)
 
 
 def hierarchical(P: CollectiveParams, S, n, g):
@@ -211,11 +210,10 @@ def hierarchical(P: CollectiveParams, S, n, g):
 
 # --------------------------------------------------------------------------------------- all-to-all
 def _a2a_lat(P, n, g, d, peers_intra, peers_inter):
-    k = _kscale(P, d)
     out = []
     for p in range(3):
-        step = np.where(d > 1, P.hw_net["ring"][p], k * P.hw_intra["ring"][p])
-        out.append(k * P.base["ring"][p] + step + (peers_intra + peers_inter) * P.a2a_per_peer_s)
+        step = np.where(d > 1, P.hw_net["ring"][p], P.hw_intra["ring"][p])
+        out.append(P.base["ring"][p] + step + (peers_intra + peers_inter) * P.a2a_per_peer_s)
     return np.stack(np.broadcast_arrays(*out))
 
 
@@ -229,7 +227,7 @@ def alltoall_direct(P: CollectiveParams, S, n, g):
     W = np.stack(
         [np.maximum(intra / (_bw_up(P) * P.bw_factor[p]), inter / (_bw_nic_rank(P) * P.bw_factor[p])) for p in range(3)]
     )
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d))
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d), d)
 
 
 def alltoall_pxn(P: CollectiveParams, S, n, g):
@@ -247,16 +245,15 @@ def alltoall_pxn(P: CollectiveParams, S, n, g):
         ]
     )
     mask = _protocol_mask(P, d) & (d > 1)
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), mask)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), mask, d)
 
 
 def alltoall_pairwise(P: CollectiveParams, S, n, g):
     """Pairwise-exchange all-to-all: n−1 sequential rounds of S/n each (Thakur et al. 2005)."""
     g, d = _domains(n, g)
-    k = _kscale(P, d)
     lat = np.stack(
         np.broadcast_arrays(
-            *[k * P.base["ring"][p] + (g - 1) * k * P.hw_intra["ring"][p] + (n - g) * P.hw_net["ring"][p] for p in range(3)]
+            *[P.base["ring"][p] + (g - 1) * P.hw_intra["ring"][p] + (n - g) * P.hw_net["ring"][p] for p in range(3)]
         )
     )
     W = np.stack(
@@ -265,7 +262,7 @@ def alltoall_pairwise(P: CollectiveParams, S, n, g):
             for p in range(3)
         ]
     )
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d))
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d), d)
 
 
 # --------------------------------------------------------------------------------------- point to point
@@ -273,12 +270,11 @@ def sendrecv(P: CollectiveParams, S, n, g):
     """Send/recv of S bytes between neighbours (nccl-tests sendrecv: rank i -> i+1). Over NVLink when
     the whole group sits in one domain, else at least one pair crosses a NIC."""
     g, d = _domains(n, g)
-    k = _kscale(P, d)
     lat = np.stack(
         np.broadcast_arrays(
-            *[k * P.base["ring"][p] + np.where(d > 1, P.hw_net["ring"][p], k * P.hw_intra["ring"][p]) for p in range(3)]
+            *[P.base["ring"][p] + np.where(d > 1, P.hw_net["ring"][p], P.hw_intra["ring"][p]) for p in range(3)]
         )
     )
     B = np.where(d > 1, np.minimum(_bw_nic_rank(P), _bw_up(P)), _bw_up(P))
     W = np.stack(np.broadcast_arrays(*[S / (B * P.bw_factor[p]) for p in range(3)]))
-    return _finish(P, lat, W, _protocol_mask(P, d))
+    return _finish(P, lat, W, _protocol_mask(P, d), d)

@@ -23,7 +23,8 @@ CALIBRATION_SECTION = "collectives"
 
 # Keys a calibration entry (shipped or user overlay) may set, with their physical meaning.
 CALIBRATION_KEYS = {
-    "latency_scale": "x NCCL tuner intra-domain latencies (base + NVLink/PCIe per-step)",
+    "latency_scale": "x NCCL tuner latencies of collectives inside one scale-up domain",
+    "net_latency_scale": "x NCCL tuner latencies of collectives that cross the network",
     "channel_launch_us": "extra latency per additional NCCL channel (us)",
     "small_msg_bw_fraction": "bandwidth fraction with NCCL's trimmed channel/thread set (small messages)",
     "scaleup_busbw_fraction": "achieved ring busbw / scale-up link bandwidth per direction",
@@ -71,6 +72,7 @@ class CollectiveParams:
     scaleout_fraction: float
     intra_kind: str  # "nvlink" | "pci"
     latency_scale: float
+    net_latency_scale: float
     channel_launch_s: float
     small_msg_bw_fraction: float
     pipeline_fill_s: float
@@ -165,6 +167,7 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         scaleout_fraction=out_frac,
         intra_kind=intra_kind,
         latency_scale=_num(entry, "latency_scale", 1.0, 0.05, 50.0, sid),
+        net_latency_scale=_num(entry, "net_latency_scale", 1.0, 0.05, 50.0, sid),
         channel_launch_s=_num(entry, "channel_launch_us", 0.0, 0.0, 100.0, sid) * US,
         small_msg_bw_fraction=_num(entry, "small_msg_bw_fraction", 1.0, 1e-4, 1.0, sid),
         pipeline_fill_s=_num(entry, "pipeline_fill_us", 0.0, 0.0, 1000.0, sid) * US,

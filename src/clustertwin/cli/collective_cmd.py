@@ -1,0 +1,143 @@
+"""``clustertwin collective`` (nccl-tests-style prediction) and ``clustertwin calibrate``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import InputError
+from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json, require_positive
+
+
+@app.command("collective")
+def collective_cmd(
+    op: Annotated[str, typer.Argument(help="all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | reduce | send_recv")],
+    system: Annotated[str, typer.Option("--system", help="System id, e.g. hgx-h100 (see `clustertwin catalog list systems`).")] = "hgx-h100",
+    domains: Annotated[int | None, typer.Option("--domains", help="Scale-up domains the group spans (default: from --gpus, else 1).")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="Ranks in the group (default: every device of the domains).")] = None,
+    fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
+    sizes: Annotated[str, typer.Option("--sizes", help="nccl-tests sizes: MIN:MAX[:FACTOR] (powers of 2 by default), a list 1M,64M, or one size.")] = "8:8G",
+    algo: Annotated[str, typer.Option("--algo", help="auto (NCCL's choice) | ring | tree | nvls | collnet | hier | pat | direct | pxn | pairwise")] = "auto",
+    dtype: Annotated[str, typer.Option("--dtype", help="Element type for the count column (nccl-tests -d): float, half, bfloat16 ...")] = "float",
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Predict an nccl-tests run: size, count, type, time(us), algbw, busbw per message size.
+
+    Example: clustertwin collective all_reduce --system hgx-h100 --domains 4 --sizes 1M:1G
+    """
+    from ..collectives import normalize_op, sweep
+    from ..collectives.core import normalize_algo
+    from ..collectives.nccl_tests import count_for, dtype_info, parse_sizes
+
+    op = normalize_op(op)
+    algo_n = normalize_algo(op, algo)
+    require_positive("--domains", domains)
+    require_positive("--gpus", gpus)
+    tname, width = dtype_info(dtype)
+    size_arr = parse_sizes(sizes)
+    cat = catalog_from(catalog)
+    spec = cat.system(system)
+    fab = cat.fabric(fabric or spec.default_scaleout)
+    per_dom = spec.devices_per_domain
+    if domains is None and gpus is None:
+        domains, gpus = 1, per_dom
+    elif domains is None:
+        domains = max(1, math.ceil(gpus / per_dom))
+    elif gpus is None:
+        gpus = domains * per_dom
+    if gpus < domains:
+        raise InputError(f"--gpus {gpus} is fewer than --domains {domains}", hint="every domain needs at least one rank")
+    if gpus % domains:
+        raise InputError(
+            f"--gpus {gpus} does not split evenly over --domains {domains}",
+            hint=f"use a multiple of {domains}, e.g. --gpus {domains * max(1, gpus // domains)}",
+        )
+    g = gpus // domains
+    if g > per_dom:
+        raise InputError(
+            f"{g} ranks per domain is more than {system} has ({per_dom})",
+            hint=f"use --domains {math.ceil(gpus / per_dom)} or fewer --gpus",
+        )
+    results = sweep(op, size_arr, gpus, g, spec, fab, algo_n, cat)
+    rows = []
+    for r in results:
+        d = r.to_dict()
+        d["count"] = count_for(op, r.size_bytes, gpus, width)
+        d["type"] = tname
+        rows.append(d)
+    if json_:
+        emit_json(
+            {
+                "collective": op,
+                "system": spec.id,
+                "fabric": fab.id,
+                "n_ranks": gpus,
+                "ranks_per_domain": g,
+                "domains": domains,
+                "algo": algo_n,
+                "dtype": tname,
+                "rows": rows,
+            }
+        )
+        return
+    redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
+    root = 0 if op in ("broadcast", "reduce") else -1
+    out = [
+        f"# ClusterTwin prediction: {op} on {gpus} ranks ({domains} x {g} per domain) of {spec.id}, fabric {fab.id}, algo {algo_n}",
+        "#       size         count      type   redop    root     time   algbw   busbw  algorithm  proto",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
+    ]
+    for d in rows:
+        out.append(
+            f"{int(d['size_bytes']):12d}  {d['count']:12d}  {tname:>8s}  {redop:>6s}  {root:6d}  "
+            f"{d['time_us']:8.2f} {d['algbw_GBps']:7.2f} {d['busbw_GBps']:7.2f}  {d['algorithm']:>9s}  {d['protocol']:>5s}"
+        )
+    busbw = [d["busbw_GBps"] for d in rows]
+    out.append(f"# Avg bus bandwidth    : {sum(busbw) / len(busbw):.4g}")
+    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    logs: Annotated[list[Path], typer.Argument(help="nccl-tests stdout logs (e.g. all_reduce_perf -b 8 -e 8G -f 2 -g 8 > ar.log).")],
+    system: Annotated[str | None, typer.Option("--system", help="System id (default: guessed from the GPU name in the log).")] = None,
+    fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
+    collective: Annotated[str | None, typer.Option("--collective", help="Which collective the logs ran (default: from the log).")] = None,
+    out: Annotated[Path, typer.Option("--out", help="Catalog overlay YAML to write (merged if it exists).")] = Path("calibration.yaml"),
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Fit the collective model to nccl-tests logs and write a catalog overlay (`calibration:` section).
+
+    Use the result with any command: clustertwin estimate ... --catalog calibration.yaml
+    """
+    from ..collectives.calibrate import calibrate, write_overlay
+
+    cat = catalog_from(catalog)
+    res = calibrate([str(p) for p in logs], cat, system=system, fabric=fabric, collective=collective)
+    path = write_overlay(res["overlay"], out)
+    if json_:
+        emit_json({"out": str(path), "systems": res["report"]})
+        return
+    for rep in res["report"]:
+        vals = ", ".join(f"{k} = {v:.4g}" for k, v in rep["values"].items())
+        console.print(
+            f"{rep['system']}: {vals}  ({rep['points']} points, rms error {rep['rms_rel_err'] * 100:.1f}%, "
+            f"max {rep['max_rel_err'] * 100:.1f}%)",
+            markup=False,
+            soft_wrap=True,
+        )
+        for ab in rep["alpha_beta_fits"]:
+            console.print(
+                f"  {ab['file']}: {ab['collective']} n={ab['n_ranks']}  alpha {ab['alpha_us']:.2f} us, "
+                f"busbw {ab['busbw_GBps']:.1f} GB/s (alpha-beta fit, rms {ab['rms_rel_err_pct']:.1f}%)",
+                markup=False,
+                soft_wrap=True,
+            )
+        for note in rep["notes"]:
+            console.print(f"  note: {note}", markup=False, soft_wrap=True)
+    console.print(f"wrote {path}  (use it with --catalog {path})", markup=False, soft_wrap=True)
