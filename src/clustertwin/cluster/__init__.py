@@ -6,11 +6,15 @@ routes, topology arrays / graphs, and the bill of materials.
 144
 """
 
+from .bom import BillOfMaterials, BomLine, bill_of_materials
 from .fattree import FatTreeSizing, max_endpoints, size_fat_tree
 from .model import Cluster, Route, build_cluster, torus_dims
 from .topology import CompactTopology, build_compact, graph_bisection
 
 __all__ = [
+    "BillOfMaterials",
+    "BomLine",
+    "bill_of_materials",
     "Cluster",
     "CompactTopology",
     "FatTreeSizing",

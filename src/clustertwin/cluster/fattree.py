@@ -17,14 +17,15 @@ rail-optimised variant; Qian et al., SIGCOMM'24 "Alibaba HPN" for the dual-plane
   d = floor(k*o/(1+o))); the tiers above are non-blocking (k/2 down, k/2 up, the top tier uses all
   k ports downwards); when a rail (or the whole plane) fits on one partly filled leaf, that leaf
   cables only ceil(endpoints/o) uplinks (so 384 NICs on 8 rails use 8 x 48 uplinks, not 8 x 64);
-* ``tiers="auto"``: 1 when every endpoint of a plane fits one switch (not for rail-optimised, whose
-  rails meet at the spine), else the smallest of 2 and 3 that fits;
-* 2 tiers: ``leaf = ceil(E/d)``, ``spine = ceil(leaf*u/k)``; at most k leaves (each spine port
-  reaches a different leaf), so ``max_endpoints = k*d`` (= k^2/2 non-blocking);
+* ``tiers="auto"``: 1 when every endpoint of a plane fits one switch, else the smallest of 2 and 3
+  that fits;
+* 2 tiers: ``leaf = ceil(E/d)``, ``spine`` = the smallest divisor of u that is >= ``ceil(leaf*u/k)``
+  (every leaf then puts the same number of parallel links on every spine, so the wiring is
+  balanced); at most k leaves, so ``max_endpoints = k*d`` (= k^2/2 non-blocking);
 * 3 tiers: pods of k/2 leaves and u pod-spines, ``pods = ceil(leaf/(k/2))``, ``spine = pods*u``;
-  spine i of every pod connects to core group i of ``ceil(pods*(k/2)/k)`` cores, so
-  ``core = u*ceil(pods*(k/2)/k)``; at most k pods, so ``max_endpoints = k*(k/2)*d`` (= k^3/4);
-* 1 tier: one switch per plane/rail group, ``E <= k``;
+  spine i of every pod connects to core group i of G cores, G = the smallest divisor of k/2 that is
+  >= ``ceil(pods*(k/2)/k)``, so ``core = u*G``; at most k pods, so ``max_endpoints = k*(k/2)*d`` (= k^3/4);
+* 1 tier: one switch per plane holds every endpoint (all rails), ``E <= k`` per plane;
 * ``rail`` (rail-optimised): NIC r of every host sits on a leaf of rail r, so
   ``leaf = rails*ceil(E/rails/d)``; the layers above are shared as in a fat tree;
 * ``dual-plane``: every NIC has 2 ports, one per plane; each plane is an independent fat tree for
@@ -155,6 +156,15 @@ class FatTreeSizing:
         }
 
 
+def _divisor_at_least(n: int, m: int) -> int:
+    """Smallest divisor of ``n`` that is >= ``m``: spread every switch's uplinks evenly over the
+    switches above it (unequal parallel-link counts would make the bisection lower than the closed form)."""
+    for cand in range(max(1, m), n + 1):
+        if n % cand == 0:
+            return cand
+    return n
+
+
 def _split(radix: int, oversubscription: float) -> tuple[int, int]:
     down = int(math.floor(radix * oversubscription / (1.0 + oversubscription) + 1e-9))
     down = max(1, min(down, radix - 1))
@@ -216,8 +226,8 @@ def size_fat_tree(
         rails = 1
     per_plane = endpoints // planes
 
-    if tiers == "auto" and kind != "rail" and per_plane <= radix:
-        tiers = 1  # one switch per plane holds every endpoint
+    if tiers == "auto" and per_plane <= radix:
+        tiers = 1  # one switch per plane holds every endpoint (all rails on it)
     if tiers == "auto":
         fits = [t for t in (2, 3) if per_plane <= max_endpoints(radix, t, oversubscription)]
         if not fits:
@@ -231,8 +241,6 @@ def size_fat_tree(
     if tiers not in (1, 2, 3):
         raise InputError(f"tiers must be 1, 2, 3 or 'auto', got {tiers!r}")
     limit = max_endpoints(radix, tiers, oversubscription)
-    if kind == "rail" and tiers == 1:
-        limit = radix * rails  # one switch per rail
     if per_plane > limit:
         raise InputError(
             f"{endpoints} endpoints do not fit a {tiers}-tier {kind} of radix-{radix} switches: the limit is "
@@ -243,8 +251,7 @@ def size_fat_tree(
 
     if tiers == 1:
         down, up = (radix, 0)
-        leaf = rails if kind == "rail" else 1
-        leaf = max(leaf, math.ceil(per_plane / radix))
+        leaf = 1
         spine = core = 0
         actual = 1.0
     else:
@@ -255,13 +262,13 @@ def size_fat_tree(
         if leaves_per_rail == 1:  # one partly filled leaf per rail: cable only the uplinks it needs
             up = min(up, max(1, math.ceil(per_rail / oversubscription - 1e-9)))
         if tiers == 2:
-            spine = math.ceil(leaf * up / radix)
+            spine = _divisor_at_least(up, math.ceil(leaf * up / radix))
             core = 0
         else:
             half = radix // 2
             pods = math.ceil(leaf / half)
             spine = pods * up  # spine i of every pod ...
-            core = up * math.ceil(pods * half / radix)  # ... reaches core group i (k-ary fat tree)
+            core = up * _divisor_at_least(half, math.ceil(pods * half / radix))  # ... reaches core group i
         actual = min(down, per_rail) / up
         groups = leaf if tiers == 2 else math.ceil(leaf / (radix // 2))
         if groups > radix:

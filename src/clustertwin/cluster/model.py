@@ -189,7 +189,7 @@ class Cluster:
         nic = np.asarray(nic)
         per_plane = s.leaf // s.planes
         if s.tiers == 1:
-            local = nic % self.nics_per_host if s.kind == "rail" else nic // s.radix
+            local = nic // s.radix
         elif s.kind == "rail":
             host, rail = nic // self.nics_per_host, nic % self.nics_per_host
             local = rail * (per_plane // s.rails) + host // s.leaf_down
