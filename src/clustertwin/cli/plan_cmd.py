@@ -90,19 +90,31 @@ def plan_cmd(
     _render_plans(report)
 
 
-def _render_plans(report: Any) -> None:
-    from ..planner.search import layout_label
+def _layout(p: dict[str, Any]) -> str:
+    parts = [f"TP{p['tp']}", f"PP{p['pp']}" + (f"v{p['vpp']}" if p["vpp"] > 1 else ""), f"DP{p['dp']}"]
+    parts += [f"CP{p['cp']}"] if p["cp"] > 1 else []
+    parts += [f"EP{p['ep']}"] if p["ep"] > 1 else []
+    return "·".join(parts)
 
+
+def _knobs(p: dict[str, Any]) -> str:
+    rc = {"none": "", "selective": " sel-rc", "full": " full-rc"}[p["recompute"]]
+    return f"mb{p['micro_batch']} Z{p['zero']}{rc}"
+
+
+def _render_plans(report: Any) -> None:
     r = report.request
     st = report.stats
-    t = Table(title=f"{r['model']} on {r['gpus']} x {r['system']} ({r['fabric']}), global batch {r['global_batch']} "
-                    f"x {r['seq_len']} tokens - {report.engine} engine")
-    for c in ("#", "layout", "tokens/s", "step s", "MFU", "HFU", "TFLOP/s/GPU", "mem GB", "headroom GB", "bottleneck"):
-        t.add_column(c, justify="left" if c in ("layout", "bottleneck") else "right")
+    t = Table(title=f"{r['model']} on {r['gpus']:,} x {r['system']} ({r['fabric']}), global batch {r['global_batch']} "
+                    f"x {r['seq_len']} tokens, {report.engine} engine")
+    cols = ("#", "layout", "mb ZeRO rc", "tokens/s", "step s", "MFU", "HFU", "mem GB", "free GB", "bottleneck")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("layout", "mb ZeRO rc", "bottleneck") else "right",
+                     no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s"))
     for p in report.plans:
-        t.add_row(str(p["rank"]), layout_label(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
-                  f"{100 * p['mfu']:.1f}%", f"{100 * p['hfu']:.1f}%", f"{p['tflops_per_gpu']:.0f}",
-                  f"{p['memory_gb_per_gpu']:.1f}", f"{p['memory_headroom_gb']:.1f}", str(p["bottleneck"]))
+        t.add_row(str(p["rank"]), _layout(p), _knobs(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
+                  f"{100 * p['mfu']:.1f}%", f"{100 * p['hfu']:.1f}%", f"{p['memory_gb_per_gpu']:.1f}",
+                  f"{p['memory_headroom_gb']:.1f}", str(p["bottleneck"]) + (" (event: failed)" if p.get("event_error") else ""))
     console.print(t)
     if report.runner_up:
         console.print("why the runner-up lost: " + report.runner_up["text"])

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import InputError
-from .space import RECOMPUTE, Plans
+from .space import Plans
 
 METRICS = ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu")
 
@@ -122,17 +122,6 @@ def resolve_model(name_or_spec: Any) -> Any:
     )
 
 
-def _takes(fn: Any, n: int) -> bool:
-    try:
-        params = [
-            p for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        return False
-    return len(params) >= n
-
-
 def _kwargs_for(fn: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
     """Keep only the keyword arguments ``fn`` accepts (the engine's signature may grow)."""
     try:
@@ -167,6 +156,8 @@ def normalise(raw: Mapping[str, Any], n: int) -> Evaluation:
         metrics["memory_gb_per_gpu"] = mb / 1e9
     fits = raw.get("fits_memory")
     fits = np.ones(n, dtype=bool) if fits is None else np.broadcast_to(np.asarray(fits, dtype=bool), (n,)).copy()
+    if raw.get("valid") is not None:  # the engine's own validity check: never rank what it rejects
+        fits &= np.broadcast_to(np.asarray(raw["valid"], dtype=bool), (n,))
     breakdown: dict[str, np.ndarray] = {}
     bd = raw.get("breakdown")
     if isinstance(bd, Mapping):
@@ -195,6 +186,33 @@ def normalise(raw: Mapping[str, Any], n: int) -> Evaluation:
     return Evaluation(metrics=metrics, fits_memory=fits, breakdown=breakdown, bottleneck=bottleneck)
 
 
+_HW_CACHE: dict[tuple, Any] = {}
+
+
+def _hardware(eng_costs: Any, system: Any, fabric: Any, dtype: str, catalog: Any) -> Any:
+    """The engine's ``Hardware`` for (system, fabric, dtype, catalog), built once per process."""
+    key = (system.id, fabric.id, float(fabric.port_bw), dtype, getattr(catalog, "version", None))
+    hw = _HW_CACHE.get(key)
+    if hw is None:
+        hw = _HW_CACHE[key] = eng_costs.make_hardware(system, fabric, dtype, catalog)
+    return hw
+
+
+def oversubscribed(fabric: Any, oversubscription: float) -> Any:
+    """The scale-out fabric as one GPU sees it through an ``oversubscription``:1 leaf.
+
+    Approximation (documented in docs/planner.md): the engine has no oversubscription input, so the
+    worst case is taken, in which all scale-out traffic of a step crosses the leaf uplinks at the same
+    time and each NIC gets ``1/oversubscription`` of its line rate (leaf down:up port ratio, as in
+    ``clustertwin.cluster.fattree``). 1 leaves the fabric unchanged.
+    """
+    if oversubscription is None or oversubscription <= 1.0:
+        return fabric
+    import dataclasses
+
+    return dataclasses.replace(fabric, port_bw=float(fabric.port_bw) / float(oversubscription))
+
+
 @dataclass(frozen=True, slots=True)
 class AnalyticalEvaluator:
     """Adapter over ``clustertwin.sim.analytical.estimate_batch`` for one (model, system, fabric, batch).
@@ -210,66 +228,62 @@ class AnalyticalEvaluator:
     seq_len: int
     dtype: str = "bf16"
     oversubscription: float = 1.0
+    catalog: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def memory_capacity_bytes(self) -> float:
         return float(self.system.accelerator.hbm_bytes)
 
+    def _fabric(self) -> Any:
+        return oversubscribed(self.fabric, self.oversubscription)
+
+    def _hw(self, eng: Any) -> Any:
+        try:
+            from ..sim import costs
+        except ImportError:
+            return None
+        return _hardware(costs, self.system, self._fabric(), self.dtype, self.catalog)
+
     def _call(self, plans: Plans) -> Mapping[str, Any]:
         eng = _engine_module()
         fn = eng.estimate_batch
         arrays = dict(plans)
-        rc = np.asarray(arrays.get("recompute", np.zeros(0, dtype=np.int64)))
-        if getattr(eng, "RECOMPUTE_AS_STRINGS", False):
-            arrays["recompute"] = np.asarray(RECOMPUTE, dtype=object)[rc]
         kwargs = _kwargs_for(
             fn,
             {
                 "seq_len": self.seq_len,
                 "global_batch": self.global_batch,
-                "num_gpus": self.num_gpus,
                 "dtype": self.dtype,
-                "oversubscription": self.oversubscription,
+                "catalog": self.catalog,
+                "hardware": self._hw(eng),
                 **self.extra,
             },
         )
-        return fn(self.model, self.system, self.fabric, arrays, **kwargs)
+        return fn(self.model, self.system, self._fabric(), arrays, **kwargs)
 
     def memory_bytes(self, plans: Plans) -> np.ndarray:
-        """Peak memory per GPU for pruning before timing.
-
-        Uses the engine's own vectorised memory model when it has one (``memory_batch``), else the
-        workload memory model (``clustertwin.workload.memory.memory_per_gpu``, Korthikanti et al.
-        2022 Table 2 + the Megatron distributed-optimizer table), without runtime overheads: a
-        lower bound of what the engine reports, so pruning never drops a plan the engine would
-        accept; the engine's ``fits_memory`` is the final word.
+        """Peak memory per GPU for pruning before timing: the workload memory model
+        (``clustertwin.workload.memory.memory_per_gpu``, Korthikanti et al. 2022 Table 2 and the Megatron
+        distributed-optimizer table) with the engine's runtime overhead, i.e. the same number the engine
+        reports, without timing anything. The engine's ``fits_memory`` stays the final word.
         """
         n = int(np.asarray(plans["tp"]).size)
         eng = _engine_module()
-        fn = getattr(eng, "memory_batch", None)
-        if callable(fn):
-            kwargs = _kwargs_for(
-                fn,
-                {"seq_len": self.seq_len, "global_batch": self.global_batch, "num_gpus": self.num_gpus,
-                 "dtype": self.dtype, **self.extra},
-            )
-            out = fn(self.model, self.system, dict(plans), **kwargs)
-            if isinstance(out, Mapping):
-                out = out.get("total", out.get("memory_bytes"))
-            return np.broadcast_to(np.asarray(out, dtype=float), (n,)).copy()
         try:
             from ..workload.memory import memory_per_gpu
         except ImportError:
             ev = normalise(self._call(plans), n)
             return ev.metrics["memory_gb_per_gpu"] * 1e9
+        hw = self._hw(eng)
+        overhead = float(getattr(getattr(hw, "eff", None), "runtime_overhead_bytes", 0.0) or 0.0)
         tp = np.asarray(plans["tp"])
         mb = np.asarray(plans["micro_batch"])
         dp = np.asarray(plans["dp"])
         out = memory_per_gpu(
             self.model, seq_len=self.seq_len, micro_batch=mb, num_micro_batches=self.global_batch // (mb * dp),
             tp=tp, pp=plans["pp"], dp=dp, cp=plans["cp"], ep=plans["ep"], vpp=plans["vpp"], zero=plans["zero"],
-            sp=tp > 1, recompute_code=plans["recompute"],
+            sp=tp > 1, recompute_code=plans["recompute"], runtime_overhead_bytes=overhead,
         )
         return np.broadcast_to(np.asarray(out["total"], dtype=float), (n,)).copy()
 

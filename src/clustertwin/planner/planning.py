@@ -130,11 +130,11 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
 def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: int, gb: int, seq: int,
                       domain: int, req: PlanRequest, make: Callable[[int], Evaluator]) -> None:
     acc = system.accelerator
-    chip = f"{acc.name.split('(')[0].strip() or acc.id} ({acc.hbm_bytes / 1e9:.0f} GB)"
+    chip = acc.name if "GB" in acc.name else f"{acc.name} ({acc.hbm_bytes / 1e9:.0f} GB)"
     if res.stats.num_structural == 0:
         near = usable_gpu_counts(shape, near=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
                                  options=req.options)
-        batch_ok = [b for b in _batch_candidates(gb) if space_size(structural_space(
+        batch_ok = [b for b in _batch_candidates(gb, gpus) if space_size(structural_space(
             shape, num_gpus=gpus, domain_size=domain, global_batch=b, seq_len=seq, options=req.options))]
         hint = []
         if near:
@@ -161,9 +161,11 @@ def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: i
     )
 
 
-def _batch_candidates(gb: int) -> list[int]:
-    c = sorted({max(1, gb - (gb % k)) for k in (8, 16, 32, 64, 128)} | {1 << max(0, (gb - 1).bit_length())})
-    return [b for b in c if b != gb]
+def _batch_candidates(gb: int, gpus: int) -> list[int]:
+    """Nearby global batches, closest first: multiples of powers of two and of the GPU count."""
+    c = {max(1, gb - (gb % k)) for k in (8, 16, 32, 64, 128)} | {1 << max(0, (gb - 1).bit_length())}
+    c |= {max(gpus, gb // gpus * gpus), -(-gb // gpus) * gpus}
+    return sorted((b for b in c if b != gb), key=lambda b: (abs(b - gb), b))
 
 
 def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabric: Any, gpus: int,
@@ -173,9 +175,17 @@ def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabr
 
     out = []
     for r in records:  # k plans (about 10): the slow engine only sees the short list
-        e = event_estimate(r, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=global_batch,
-                           seq_len=seq_len, dtype=dtype)
         rr = dict(r)
+        try:
+            e = event_estimate(r, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=global_batch,
+                               seq_len=seq_len, dtype=dtype)
+        except InputError as exc:
+            if "not available" in exc.message:
+                raise
+            rr["event_error"] = exc.message  # keeps its analytical figures, ranked after the event-timed plans
+            rr["analytical_step_time_s"] = r["step_time_s"]
+            out.append(rr)
+            continue
         rr["analytical_step_time_s"] = r["step_time_s"]
         rr.update({k: e[k] for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu") if k in e})
         if e.get("breakdown"):
@@ -183,5 +193,5 @@ def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabr
         if e.get("bottleneck"):
             rr["bottleneck"] = str(e["bottleneck"])
         out.append(rr)
-    out.sort(key=lambda r: -r["tokens_per_s"])
+    out.sort(key=lambda r: ("event_error" in r, -r["tokens_per_s"]))
     return out

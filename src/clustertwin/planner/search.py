@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .evaluator import Evaluation, Evaluator
-from .space import AXES, RECOMPUTE, ModelShape, Plans, SpaceOptions, space_size, structural_space, take
+from .space import AXES, RECOMPUTE, Plans, SpaceOptions, space_size, structural_space, take
 
 LAYOUT_AXES = ("tp", "pp", "dp", "cp", "ep", "vpp")
 DEFAULT_CHUNK = 1 << 16
@@ -58,9 +58,25 @@ class SearchResult:
             rec["fits_memory"] = bool(self.evaluation.fits_memory[i])
             rec["memory_headroom_gb"] = float(cap - rec["memory_gb_per_gpu"])
             rec["breakdown"] = {k: float(v[i]) for k, v in self.evaluation.breakdown.items()}
-            rec["bottleneck"] = str(self.evaluation.bottleneck[i])
+            rec["bottleneck"] = describe_bottleneck(str(self.evaluation.bottleneck[i]), rec["breakdown"],
+                                                    rec["step_time_s"])
             out.append(rec)
         return out
+
+
+COMPUTE_PARTS = ("gemm", "attention", "compute")
+
+
+def describe_bottleneck(label: str, breakdown: Mapping[str, float], step: float) -> str:
+    """Turn a bare breakdown key (what a vectorised engine returns) into a sentence with shares."""
+    if label not in breakdown or not step:
+        return label
+    text = f"{label} {100 * breakdown[label] / step:.0f}% of the step"
+    if label in COMPUTE_PARTS:
+        over = sorted(((k, v) for k, v in breakdown.items() if k not in COMPUTE_PARTS and v > 0), key=lambda kv: -kv[1])
+        if over:
+            text += f"; largest overhead {over[0][0]} {100 * over[0][1] / step:.0f}%"
+    return text
 
 
 def _evaluate_chunked(evaluator: Evaluator, plans: Plans, chunk: int, workers: int) -> Evaluation:
@@ -222,8 +238,8 @@ def minimum_gpus(
     options: SpaceOptions | None = None,
     limit: int = 1 << 20,
 ) -> int | None:
-    """Smallest GPU count >= ``start`` (doubling, then bisecting over multiples of the domain)
-    at which some layout fits in memory, or ``None`` up to ``limit``.
+    """Smallest multiple of the domain size >= ``start`` at which some layout fits in memory
+    (doubling to find one that fits, then scanning down), or ``None`` up to ``limit``.
 
     Only memory is evaluated (cheap), a handful of times: this is for the error message of an
     impossible request.
@@ -239,50 +255,35 @@ def minimum_gpus(
 
     step = max(1, domain_size)
     n = max(step, -(-start // step) * step)
-    lo = None
+    lo = n - step
     while n <= limit:
         if fits(n):
             break
         lo, n = n, n * 2
     else:
         return None
-    if lo is None:
-        return n
-    # bisect over multiples of the domain between lo (does not fit) and n (fits)
-    a, b = lo // step, n // step
-    while b - a > 1:
-        m = (a + b) // 2
-        if fits(m * step):
-            b = m
-        else:
-            a = m
-    return b * step
+    # Feasibility is not monotone in the GPU count (divisibility), so scan the multiples of the
+    # domain between the last miss and the first hit, at most ~256 memory-only checks.
+    stride = step * max(1, -(-(n - lo) // (step * 256)))
+    for m in range(lo + stride, n, stride):
+        if fits(m):
+            return m
+    return n
 
 
 def usable_gpu_counts(
     model: Any, *, near: int, domain_size: int, global_batch: int, seq_len: int,
     options: SpaceOptions | None = None, radius: int = 64,
 ) -> list[int]:
-    """GPU counts near ``near`` for which at least one layout is structurally valid (closest first)."""
+    """GPU counts near ``near`` for which at least one layout is structurally valid: whole scale-up
+    domains first, then the closest."""
     found = []
-    for n in sorted(range(max(1, near - radius), near + radius + 1), key=lambda x: (abs(x - near), x)):
-        if space_size(structural_space(model, num_gpus=n, domain_size=domain_size, global_batch=global_batch,
-                                       seq_len=seq_len, options=options)):
+    cands = sorted(range(max(1, near - radius), near + radius + 1),
+                   key=lambda x: (x % max(1, domain_size) != 0, abs(x - near), x))
+    for n in cands:  # <= 2 * radius + 1 cheap structural checks, for an error message
+        if n != near and space_size(structural_space(model, num_gpus=n, domain_size=domain_size,
+                                                     global_batch=global_batch, seq_len=seq_len, options=options)):
             found.append(n)
         if len(found) >= 3:
             break
     return found
-
-
-__all__ = [
-    "ModelShape",
-    "SearchResult",
-    "SearchStats",
-    "explain_runner_up",
-    "layout_label",
-    "minimum_gpus",
-    "rank_order",
-    "search",
-    "unique_layouts",
-    "usable_gpu_counts",
-]
