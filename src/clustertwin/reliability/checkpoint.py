@@ -62,14 +62,18 @@ def daly_ettr(tau, delta, restart, mtbf):
     lam = np.where(np.isfinite(mtbf), 1.0 / np.where(mtbf > 0, mtbf, np.inf), 0.0)
     a = (tau + delta) * lam
     # x/(e^x - 1) -> 1 as x -> 0; expm1 keeps precision for small failure rates.
-    ratio = np.where(a > 1e-12, a / np.expm1(np.where(a > 1e-12, a, 1.0)), 1.0 - a / 2.0)
-    out = tau / (tau + delta) * ratio * np.exp(-restart * lam)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # e^x overflow -> ratio 0
+        ratio = np.where(a > 1e-12, a / np.expm1(np.where(a > 1e-12, a, 1.0)), 1.0 - a / 2.0)
+        out = np.where(tau > 0, tau / (tau + delta), 0.0) * ratio * np.exp(-restart * lam)
+    out = np.nan_to_num(out, nan=0.0)
     return out if out.ndim else float(out)
 
 
 def numeric_optimal_interval(delta: float, restart: float, mtbf: float) -> float:
     """The tau that maximises :func:`daly_ettr` exactly (bounded scalar search), for checking the
     closed forms."""
+    if not np.isfinite(mtbf) or mtbf > 1e15 or delta <= 0:
+        return young_interval(max(delta, 1e-12), mtbf) if np.isfinite(mtbf) else float("inf")
     hi = max(10.0 * mtbf, 10.0 * delta, 1.0)
     res = minimize_scalar(lambda t: -daly_ettr(t, delta, restart, mtbf), bounds=(1e-6 * hi, hi), method="bounded",
                           options={"xatol": 1e-6 * max(young_interval(delta, mtbf), 1e-3)})

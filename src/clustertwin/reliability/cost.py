@@ -98,8 +98,11 @@ def cost(system: SystemSpec, fabric: ScaleOutTech | None, counts: ComponentCount
         * fab("transceiver_price_usd", "transceiver_usd", "transceiver price (USD)"),
         "cables": counts.cables * fab("cable_price_usd", "cable_usd", "cable price (USD)"),
     }
-    if counts.bom_cost_usd:
-        by = {**by, **{f"bom:{k}": v for k, v in counts.bom_cost_usd.items() if k not in by}}
+    if counts.frontend_switches or counts.frontend_transceivers or counts.frontend_cables:
+        by["frontend_network"] = (counts.frontend_switches * fab("switch_price_usd", "scaleout_switch_usd", "switch price (USD)")
+                                  + counts.frontend_transceivers * fab("transceiver_price_usd", "transceiver_usd", "transceiver price (USD)")
+                                  + counts.frontend_cables * fab("cable_price_usd", "cable_usd", "cable price (USD)")
+                                  + counts.frontend_nics * fab("nic_price_usd", "nic_usd", "NIC price (USD)"))
     capex = float(sum(by.values()))
     kwh = pick(price_kwh, "energy_usd_per_kwh", "energy price (USD/kWh)")
     yrs = pick(years, "amortization_years", "amortisation (years)")

@@ -25,13 +25,16 @@ class ComponentCounts:
     nics: float = 0.0  # backend (scale-out) NICs
     transceivers: float = 0.0  # optical modules, scale-up and scale-out
     scaleup_transceivers: float = 0.0  # the part of ``transceivers`` inside the scale-up domain (priced with the system)
-    cables: float = 0.0
+    cables: float = 0.0  # optical links and copper cables of the scale-up and scale-out fabrics
+    frontend_switches: float = 0.0  # front-end / storage network (power and cost only, not failures)
+    frontend_nics: float = 0.0
+    frontend_transceivers: float = 0.0
+    frontend_cables: float = 0.0
     scaleup_leaves_host: bool = False  # scale-up fabric is a separate box (NVL72 trays, UB switches)
     source: str = ""
     notes: tuple[str, ...] = field(default=())
-    # Power and price per line when the BOM supplies them (W and USD totals), else empty.
-    bom_power_w: dict[str, float] = field(default_factory=dict)
-    bom_cost_usd: dict[str, float] = field(default_factory=dict)
+    bom_power_kw: float | None = None  # the BOM's own power total (TDP-based), for reference
+    bom_power_basis: str = ""
 
     def exposure(self) -> dict[str, float]:
         """Counts keyed like the failure model's ``exposure`` classes.

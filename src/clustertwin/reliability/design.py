@@ -142,7 +142,7 @@ def _bom_counts(system: SystemSpec, domains: int, fabric: ScaleOutTech | None) -
         return None
     from .bom_adapter import counts_from_bom
 
-    return counts_from_bom(system, domains, fabric)
+    return counts_from_bom(system, domains, fabric)  # InputError from the BOM (impossible fabric) propagates
 
 
 def _spec_counts(system: SystemSpec, domains: int, params: Params | None) -> ComponentCounts:

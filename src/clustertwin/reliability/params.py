@@ -182,6 +182,18 @@ def _deep_merge(base: dict, over: Mapping) -> dict:
     return out
 
 
+def _mark_user(data: Any, label: str) -> Any:
+    """A user number without ``source``/``assumed`` is sourced to the user's file (and loses the
+    shipped note, which described the shipped number)."""
+    if isinstance(data, dict):
+        out = {k: _mark_user(v, label) for k, v in data.items()}
+        if "value" in out and not out.get("source") and not out.get("assumed"):
+            out["source"] = f"user file {label}"
+            out["assumed"] = None
+        return out
+    return data
+
+
 def _read_user(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
@@ -224,7 +236,7 @@ def _load(paths: tuple[str, ...]) -> Params:
         data = _deep_merge(data, yaml.safe_load((pkg / name).read_text(encoding="utf-8")) or {})
     label = "<builtin reliability defaults>"
     for p in paths:
-        data = _deep_merge(data, _read_user(Path(p)))
+        data = _deep_merge(data, _mark_user(_read_user(Path(p)), p))
         label = f"reliability defaults (with {p!r})"
     try:
         parsed = _FileIn.model_validate(data)

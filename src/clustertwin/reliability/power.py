@@ -89,6 +89,10 @@ def power(system: SystemSpec, fabric: ScaleOutTech | None, counts: ComponentCoun
     tx_w = fabric.transceiver_power_w if fabric and fabric.transceiver_power_w else _pick(None, p["transceiver_w"], "transceiver W", notes)
     out["scaleout_switches"] = counts.scaleout_switches * sw_w
     out["transceivers"] = counts.transceivers * tx_w
+    if counts.frontend_switches or counts.frontend_transceivers:
+        nic_w = fabric.nic_power_w if fabric and fabric.nic_power_w else p["nic_w"].value
+        out["frontend_network"] = (counts.frontend_switches * sw_w + counts.frontend_transceivers * tx_w
+                                   + counts.frontend_nics * nic_w)
     if fabric is not None:
         for k in ("switch_power_w", "transceiver_power_w", "nic_power_w"):
             if k in fabric.assumptions and getattr(fabric, k):
