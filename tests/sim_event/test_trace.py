@@ -111,7 +111,7 @@ def test_trace_is_valid_trace_event_json(tmp_path):
     for spans in by_thread.values():
         spans.sort()
         for (_a0, a1), (b0, _b1) in zip(spans, spans[1:], strict=False):
-            assert b0 >= a1 - 1e-3
+            assert b0 >= a1 - 5e-3  # ts and dur are rounded to 1 ns separately
 
 
 def test_same_inputs_same_trace():

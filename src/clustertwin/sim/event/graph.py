@@ -13,7 +13,7 @@ after it (TE userbuffers ring-exchange / DualPipe-style overlap).
 
 Data parallel (Megatron DDP, ``distributed_data_parallel.py``): gradient buckets of ``bucket_params``
 parameters are reduced as the backward of the *last* micro-batch of each model chunk produces them
-(``schedules.py`` enables grad sync only then); ZeRO-2/3 reduce every micro-batch. The distributed
+(``schedules.py`` enables grad sync only then); ZeRO-3 reduces every micro-batch. The distributed
 optimizer's param all-gather of the previous step runs at the start of the step, bucket by bucket,
 each forward of a layer waiting for its bucket (``overlap_param_gather``); ZeRO-3 gathers every
 layer before each forward and backward use, prefetching one layer ahead. The optimizer step starts
@@ -22,7 +22,7 @@ after a global sync (grad-norm all-reduce), so the step ends when the slowest st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...errors import InputError
 from .engine import LINK_NONE, OpGraph
@@ -75,7 +75,7 @@ def build_step(stages: tuple[StageWork, ...], opts: EventOptions) -> BuiltStep:
     else:
         orders = [stage_order(opts.schedule, p, m, v, i, opts.microbatch_group) for i in range(p)]
     split_w = opts.schedule == "zb-h1"
-    p2p_async = opts.schedule == "interleaved" and v > 1
+    p2p_async = (opts.schedule == "interleaved" and v > 1) if opts.p2p_overlap is None else opts.p2p_overlap
     step_ends: list[int] = []
     prev_sync: list[int] = [-1] * p
     for step in range(max(1, opts.steps)):
@@ -103,7 +103,7 @@ def _last_grad_slot(order, split_w: bool, zero_stage: int) -> dict[tuple[int, in
     for kd, mb, c in order:
         if kd == kind:
             last[c] = mb
-    if zero_stage >= 2:
+    if zero_stage >= 3:
         return {(mb, c): True for kd, mb, c in order if kd == kind}
     return {(mb, c): True for c, mb in last.items()}
 
@@ -205,8 +205,8 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
             ss = streams[i]
             after = g.stream_last[ss.compute]
             dur = sum(lw.dp_grad for ch in stages[i].chunks for lw in ch)
-            if opts.zero_stage >= 2:
-                dur *= opts.num_microbatches  # ZeRO-2/3 reduce every micro-batch
+            if opts.zero_stage >= 3:
+                dur *= opts.num_microbatches  # ZeRO-3 reduces every micro-batch
             op = g.add(f"{tag}grad-reduce (no overlap)", ss.dp_grad, dur, "dp-grad", opts.dp_link, (after,))
             dp_last[i].append(op)
     # Global sync (grad-norm all-reduce), optimizer step, then (without overlap) the param all-gather.
@@ -232,8 +232,10 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
 
 
 def _seq_or_overlap(g, comp_stream, comm_stream, front, comp_work, comm_work, cname, xname, ccat, xcat,
-                    link, overlap):
-    """Run ``comp_work`` then ``comm_work`` (or both side by side when ``overlap``); returns new front."""
+                    link, overlap, exposed=0.0):
+    """Run ``comp_work`` then ``comm_work``, or both side by side when ``overlap`` except the
+    ``exposed`` fraction of the comm, which runs after both (the first/last chunk of a pipelined
+    ring-exchange overlap cannot hide). Returns the new front."""
     ops = []
     if comp_work > 0 or comm_work <= 0:
         c = g.add(cname, comp_stream, comp_work, ccat, LINK_NONE, front)
@@ -241,18 +243,54 @@ def _seq_or_overlap(g, comp_stream, comm_stream, front, comp_work, comm_work, cn
         if not overlap:
             front = (c,)
     if comm_work > 0:
-        x = g.add(xname, comm_stream, comm_work, xcat, link, front)
+        hidden = comm_work * (1.0 - exposed) if overlap else comm_work
+        x = g.add(xname, comm_stream, hidden, xcat, link, front)
         ops.append(x)
         if not overlap:
             return (x,)
+        if exposed > 0:
+            return (g.add(xname + " tail", comm_stream, comm_work * exposed, xcat, link, tuple(ops)),)
     return tuple(ops) if overlap else front
+
+
+def _units(chunk: tuple[LayerWork, ...], coarse: bool) -> list[tuple[int, int, LayerWork]]:
+    """Layers as (first, last, work) units. ``coarse`` merges runs of identical layers into one unit:
+    exact for a chain of identical layers whose ops nothing outside the chain waits on (the ops of a
+    layer run in the same proportions, so n layers behave like one layer n times as long). Used for
+    micro-batches without per-layer DP traffic; it keeps 16k-GPU steps to a few thousand ops."""
+    if not coarse:
+        return [(i, i, lw) for i, lw in enumerate(chunk)]
+    out: list[tuple[int, int, LayerWork]] = []
+    i = 0
+    n = len(chunk)
+    while i < n:
+        j = i
+        while j + 1 < n and (chunk[j + 1] is chunk[i] or chunk[j + 1] == chunk[i]):
+            j += 1
+        lw = chunk[i]
+        out.append((i, j, lw if i == j else _merged(lw, j - i + 1)))
+        i = j + 1
+    return out
+
+
+def _merged(lw: LayerWork, n: int) -> LayerWork:
+    return replace(
+        lw, fwd=lw.fwd * n, bwd_input=lw.bwd_input * n, bwd_weight=lw.bwd_weight * n, recompute=lw.recompute * n,
+        tp_fwd=lw.tp_fwd * n, tp_bwd=lw.tp_bwd * n, tp_recompute=lw.tp_recompute * n, cp_fwd=lw.cp_fwd * n,
+        cp_bwd=lw.cp_bwd * n, ep_fwd=lw.ep_fwd * n, ep_bwd=lw.ep_bwd * n, dp_grad=lw.dp_grad * n,
+        dp_param=lw.dp_param * n, params=lw.params * n,
+    )
+
+
+def _label(lw: LayerWork, a: int, b: int) -> str:
+    return f"{lw.name}{a}" if a == b else f"{lw.name}{a}-{b}"
 
 
 def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage, ag_map, zero3) -> int:
     front: tuple[int, ...] = tuple(deps)
     hist = [front, front]
-    for li, lw in enumerate(chunk):
-        nm = f"{tag}F mb{mb} c{c} {lw.name}{li}"
+    for li, lj, lw in _units(chunk, coarse=not zero3 and ag_map is None):
+        nm = f"{tag}F mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
             prefetch = hist[-2]  # gather layer l while layer l-1 computes (prefetch one ahead)
             ag = g.add(f"{tag}AG-fwd mb{mb} c{c} L{li}", ss.dp_param, lw.dp_param, "dp-param", opts.dp_link,
@@ -266,7 +304,10 @@ def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage,
 
 
 def _join(g, ss, front, name) -> int:
-    if len(front) == 1:
+    """One op that waits for the whole front, on the compute stream: the next work of the rank
+    (another micro-batch, chunk or pass) starts only after this pass's collectives completed, as in
+    Megatron where the schedule issues the next pass after the current one returned."""
+    if len(front) == 1 and g.op_stream[front[0]] == ss.compute:
         return front[0]
     return g.add(name, ss.compute, 0.0, "sync", LINK_NONE, front)
 
@@ -277,7 +318,7 @@ def _layer_pass(g, ss, lw: LayerWork, opts, front, nm, cat, compute, tp, cp, ep)
     With ``tp_overlap`` the layer's TP collectives run beside its compute instead of after it."""
     if cp <= 0 and ep <= 0:
         return _seq_or_overlap(g, ss.compute, ss.tp, front, compute, tp, nm, nm + " tp", cat, "tp",
-                               opts.tp_link, opts.tp_overlap)
+                               opts.tp_link, opts.tp_overlap, opts.tp_exposed_fraction)
     start = front
     attn = compute * lw.attn_fraction
     mlp = compute - attn
@@ -299,7 +340,10 @@ def _layer_pass(g, ss, lw: LayerWork, opts, front, nm, cat, compute, tp, cp, ep)
         front = (g.add(nm + " mlp", ss.compute, mlp, cat, LINK_NONE, front),)
     if tp > 0:
         if opts.tp_overlap:
-            front = (*front, g.add(nm + " tp", ss.tp, tp, "tp", opts.tp_link, start))
+            f = opts.tp_exposed_fraction
+            front = (*front, g.add(nm + " tp", ss.tp, tp * (1 - f), "tp", opts.tp_link, start))
+            if f > 0:
+                front = (g.add(nm + " tp tail", ss.tp, tp * f, "tp", opts.tp_link, front),)
         else:
             front = (g.add(nm + " tp-mlp", ss.tp, tp / 2, "tp", opts.tp_link, front),)
     return front
@@ -310,10 +354,8 @@ def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, redu
     hist = [front, front]
     acc = 0.0
     pending: list[int] = []
-    n = len(chunk)
-    for li in range(n - 1, -1, -1):
-        lw = chunk[li]
-        nm = f"{tag}B mb{mb} c{c} {lw.name}{li}"
+    for li, lj, lw in reversed(_units(chunk, coarse=not zero3 and not reduce_now)):
+        nm = f"{tag}B mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
             prefetch = hist[-2]
             ag = g.add(f"{tag}AG-bwd mb{mb} c{c} L{li}", ss.dp_param, lw.dp_param, "dp-param", opts.dp_link,
@@ -323,14 +365,16 @@ def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, redu
             if lw.tp_recompute > 0:
                 front = _seq_or_overlap(g, ss.compute, ss.tp, front, lw.recompute, lw.tp_recompute,
                                         nm + " recompute", nm + " recompute tp", "recompute", "tp",
-                                        opts.tp_link, opts.tp_overlap)
+                                        opts.tp_link, opts.tp_overlap, opts.tp_exposed_fraction)
             else:
                 front = (g.add(nm + " recompute", ss.compute, lw.recompute, "recompute", LINK_NONE, front),)
         work = lw.bwd_input if split_w else lw.bwd
         front = _layer_pass(g, ss, lw, opts, front, nm, "backward", work, lw.tp_bwd, lw.cp_bwd, lw.ep_bwd)
         hist.append(front)
         if split_w:
-            bgrad_ops[(mb, vs, li)] = front[0] if len(front) == 1 else _join(g, ss, front, nm + " done")
+            done = front[0] if len(front) == 1 else _join(g, ss, front, nm + " done")
+            for x in range(li, lj + 1):
+                bgrad_ops[(mb, vs, x)] = done
         elif reduce_now and lw.dp_grad > 0:
             pending.append(li)
             acc += lw.params
@@ -354,10 +398,13 @@ def _reduce(g, ss, chunk, opts, tag, mb, c, pending, front, dp_last):
 def _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last) -> None:
     acc = 0.0
     pending: list[int] = []
-    for li in range(len(chunk) - 1, -1, -1):
-        lw = chunk[li]
-        w = g.add(f"{tag}W mb{mb} c{c} {lw.name}{li}", ss.compute, lw.bwd_weight, "wgrad", LINK_NONE,
-                  (bgrad_ops.pop((mb, vs, li)),))
+    w = -1
+    for li, lj, lw in reversed(_units(chunk, coarse=not reduce_now)):
+        dep = bgrad_ops[(mb, vs, li)]
+        for x in range(li, lj + 1):
+            dep = max(dep, bgrad_ops.pop((mb, vs, x)))
+        w = g.add(f"{tag}W mb{mb} c{c} {_label(lw, li, lj)}", ss.compute, lw.bwd_weight, "wgrad", LINK_NONE,
+                  (dep,))
         if reduce_now and lw.dp_grad > 0:
             pending.append(li)
             acc += lw.params

@@ -103,7 +103,10 @@ class EventOptions:
     PP only during each chunk's last micro-batch backward (Megatron ``schedules.py``).
     ``overlap_param_gather`` [--overlap-param-gather]: ZeRO-1 param all-gather of the previous step
     overlaps this step's forward, bucket by bucket. ZeRO-3 always prefetches one layer ahead.
-    ``tp_overlap`` [TE userbuffers, --tp-comm-overlap]: TP collectives run beside the GEMMs they feed.
+    ``tp_overlap`` [TE userbuffers, --tp-comm-overlap]: TP collectives run beside the GEMMs they feed,
+    except ``tp_exposed_fraction`` of them (the first/last of t ring-exchange chunks: 1/t).
+    ``p2p_overlap``: pipeline sends run beside compute; otherwise the sender waits for its send
+    (Megatron's non-interleaved schedule uses blocking batched isend/irecv).
     ``ep_overlap``: EP all-to-all runs beside expert compute (DualPipe / ``--overlap-moe-expert-parallel-comm``).
     ``bucket_params``: DP bucket size in parameters (Megatron: max(40e6, 1e6*dp)).
     """
@@ -115,7 +118,9 @@ class EventOptions:
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     tp_overlap: bool = False
+    tp_exposed_fraction: float = 0.0
     ep_overlap: bool = False
+    p2p_overlap: bool | None = None  # None: asynchronous with interleaving only (Megatron overlap_p2p_comm)
     bucket_params: float = 40e6
     tp_link: int = LINK_SCALEUP
     cp_link: int = LINK_SCALEUP
