@@ -48,6 +48,9 @@ BOUNDS = {
     "net_latency_scale": (0.05, 50.0),
     "scaleup_busbw_fraction": (0.02, 1.5),
     "scaleout_busbw_fraction": (0.02, 1.0),
+    "channel_launch_us": (0.0, 5.0),
+    "small_msg_bw_fraction": (1e-3, 1.0),
+    "pipeline_fill_us": (0.0, 50.0),
 }
 
 
@@ -111,8 +114,6 @@ def alpha_beta_fit(sizes, times, factor: float) -> tuple[float, float, float]:
 
 def fit_system(records: list[Record], catalog) -> dict[str, Any]:
     """Least-squares fit of the per-system parameters on log(time) over all records."""
-    from scipy.optimize import least_squares
-
     keys: list[str] = []
     if any(r.domains == 1 for r in records):
         keys += ["latency_scale", "scaleup_busbw_fraction"]
@@ -125,25 +126,42 @@ def fit_system(records: list[Record], catalog) -> dict[str, Any]:
         "scaleup_busbw_fraction": P0.scaleup_fraction,
         "scaleout_busbw_fraction": P0.scaleout_fraction,
     }
-    # optimise in log space (both parameters are positive scale factors)
-    x0 = np.log([min(max(start[k], BOUNDS[k][0] * 1.01), BOUNDS[k][1] * 0.99) for k in keys])
-    lo = np.log([BOUNDS[k][0] for k in keys])
-    hi = np.log([BOUNDS[k][1] for k in keys])
-
-    def resid(x):
-        vals = dict(zip(keys, np.exp(x).tolist(), strict=True))
-        out = [np.log(_predict(r, vals, catalog) / r.log.times_s) for r in records]
-        return np.concatenate(out)
-
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, diff_step=1e-4)
-    vals = dict(zip(keys, np.exp(sol.x).tolist(), strict=True))
-    rel = np.exp(resid(sol.x)) - 1
+    vals, rel = _least_squares(records, catalog, keys, start)
+    if keys[0] == "latency_scale" and np.sqrt(np.mean(rel**2)) > 0.05:
+        # The curve's shape differs from the shipped small-message model: also fit the channel-launch
+        # latency, the trimmed-channel bandwidth and the pipeline fill; keep it only if it helps.
+        P0d = {
+            "channel_launch_us": P0.channel_launch_s * 1e6,
+            "small_msg_bw_fraction": P0.small_msg_bw_fraction,
+            "pipeline_fill_us": P0.pipeline_fill_s * 1e6,
+        }
+        keys2 = keys + list(P0d)
+        vals2, rel2 = _least_squares(records, catalog, keys2, {**start, **vals, **P0d})
+        if np.sqrt(np.mean(rel2**2)) < 0.9 * np.sqrt(np.mean(rel**2)):
+            vals, rel = vals2, rel2
     return {
         "values": vals,
         "rms_rel_err": float(np.sqrt(np.mean(rel**2))),
         "max_rel_err": float(np.max(np.abs(rel))),
         "points": int(rel.size),
     }
+
+
+def _least_squares(records, catalog, keys, start):
+    """Minimise log(model/measured) over ``keys`` within their physical bounds."""
+    from scipy.optimize import least_squares
+
+    lo = np.array([BOUNDS[k][0] for k in keys])
+    hi = np.array([BOUNDS[k][1] for k in keys])
+    x0 = np.clip(np.array([start[k] for k in keys], dtype=float), lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
+
+    def resid(x):
+        v = dict(zip(keys, x.tolist(), strict=True))
+        return np.concatenate([np.log(_predict(r, v, catalog) / r.log.times_s) for r in records])
+
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.maximum(np.abs(x0), 1e-3), diff_step=1e-4)
+    vals = dict(zip(keys, sol.x.tolist(), strict=True))
+    return vals, np.exp(resid(sol.x)) - 1
 
 
 def calibrate(

@@ -1,0 +1,41 @@
+"""Every row of the published collectives CSV is modelled within the accuracy targets."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from clustertwin.collectives.validation import predict_busbw_row, run_rows
+
+
+@pytest.fixture(scope="module")
+def rows(shared_dir):
+    path = shared_dir / "validation" / "collectives.csv"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_every_row_is_modelled_within_targets(rows, catalog):
+    res = run_rows(rows, catalog)
+    assert res["failed"] == 0
+    assert len(res["rows"]) == len(rows)
+    assert res["mape_large_pct"] <= 10.0, res["mape_large_pct"]
+    assert res["mape_small_pct"] <= 25.0, res["mape_small_pct"]
+
+
+def test_row_nics_override_the_system_default(rows, catalog):
+    row = next(r for r in rows if r["id"] == "coll-a100-3node-4hdr")
+    four = predict_busbw_row(row, catalog)
+    eight = predict_busbw_row({**row, "nics_per_node": "8"}, catalog)
+    assert four < 100.0  # 4 x HDR = 100 GB/s per node caps the ring
+    assert eight > 1.5 * four
+
+
+def test_missing_column_is_an_input_error(catalog):
+    from clustertwin.errors import InputError
+
+    with pytest.raises(InputError, match="size_bytes"):
+        predict_busbw_row({"id": "x", "system": "hgx-h100", "num_gpus": "8", "collective": "all_reduce"}, catalog)
