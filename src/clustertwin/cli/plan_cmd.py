@@ -129,36 +129,27 @@ def _render_plans(report: Any) -> None:
 # --------------------------------------------------------------------------------------- sweep
 
 
-def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
-    """Capital cost (USD) and facility power (W) of a sweep design.
+def device_price_usd(system: Any) -> float | None:
+    """All-in price per accelerator (server / rack share) for sweeps' cost: the catalog's
+    ``price_usd_per_device``, else the reliability area's sourced/assumed defaults by system."""
+    if system.price_usd_per_device is not None:
+        return float(system.price_usd_per_device)
+    try:
+        from ..reliability.params import load_params
+    except ImportError:
+        return None
+    params = load_params()
+    p = params.price_by_system.get(system.id) or params.cost.get("default_usd_per_device")
+    return float(p.value) if p is not None else None
 
-    The bill of materials (``clustertwin.cluster.bom``) through the planner's adapter when it can
-    price the design, else the reliability area's power and cost models over the design's
-    component counts (which themselves come from the BOM when it is there). Wired here, above both
-    areas, so that the planner and reliability stay independent layers. Runs in the workers (a
-    module-level function, so it pickles by reference).
-    """
+
+def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
+    """Cost and power of a sweep design: the planner's BOM adapter, with accelerators priced by
+    :func:`device_price_usd`. Wired here, above the planner, cluster and reliability areas, so those
+    stay independent layers. Module-level, so it pickles by reference to local and Ray workers."""
     from ..planner.sweep import design_cost_power as via_bom
 
-    cost, power = via_bom(job, catalog)
-    if cost is not None and power is not None:
-        return cost, power
-    try:
-        from ..reliability.cost import cost as rel_cost
-        from ..reliability.design import component_counts
-        from ..reliability.params import load_params
-        from ..reliability.power import power as rel_power
-    except ImportError:
-        return cost, power
-    system = catalog.system(job.system)
-    fabric = catalog.fabric(job.fabric)
-    params = load_params()
-    domains = -(-job.num_gpus // system.devices_per_domain)
-    counts = component_counts(system, domains, fabric, params)
-    pw = rel_power(system, fabric, counts, params)
-    c = rel_cost(system, fabric, counts, pw, params)
-    return (cost if cost is not None else float(c.capex_usd), power if power is not None else float(pw.facility_w))
-
+    return via_bom(job, catalog, device_price=device_price_usd)
 
 
 class _Bar:
@@ -225,22 +216,19 @@ def _fmt(v: Any, spec: str = "") -> str:
 
 def _render_rows(rows: list[dict[str, Any]], title: str) -> None:
     t = Table(title=title)
-    for c in ("", "job", "system", "GPUs", "fabric", "over", "model", "batch", "layout", "tokens/s", "MFU",
-              "cost M$", "power MW", "bottleneck / reason"):
-        t.add_column(c)
+    for c in ("", "job", "system", "GPUs", "fabric", "over", "model", "batch", "layout", "mb ZeRO rc", "tokens/s",
+              "MFU", "cost M$", "power MW", "bottleneck / reason"):
+        t.add_column(c, no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s", "system", "fabric"))
     for r in rows:
+        cost = _fmt(None if r.get("cost_usd") is None else r["cost_usd"] / 1e6, ".1f")
+        power = _fmt(None if r.get("power_w") is None else r["power_w"] / 1e6, ".2f")
+        head = ["*" if r.get("pareto") else "", str(r["job_index"]), r["system"], str(r["num_gpus"]), r["fabric"],
+                f"{r['oversubscription']:g}", r["model"], str(r["global_batch"])]
         if r.get("feasible"):
-            layout = f"TP{r['tp']} PP{r['pp']}" + (f" V{r['vpp']}" if r["vpp"] > 1 else "") + f" DP{r['dp']}" + (
-                f" CP{r['cp']}" if r["cp"] > 1 else "") + (f" EP{r['ep']}" if r["ep"] > 1 else "") + \
-                f" mb{r['micro_batch']} Z{r['zero']} {r['recompute']}"
-            t.add_row("*" if r.get("pareto") else "", str(r["job_index"]), r["system"], str(r["num_gpus"]), r["fabric"],
-                      f"{r['oversubscription']:g}", r["model"], str(r["global_batch"]), layout,
-                      f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
-                      _fmt(None if r.get("cost_usd") is None else r["cost_usd"] / 1e6, ".1f"),
-                      _fmt(None if r.get("power_w") is None else r["power_w"] / 1e6, ".2f"), str(r.get("bottleneck", "")))
+            t.add_row(*head, _layout(r), _knobs(r), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%", cost, power,
+                      str(r.get("bottleneck", "")).split(";")[0])
         else:
-            t.add_row("", str(r["job_index"]), r["system"], str(r["num_gpus"]), r["fabric"], f"{r['oversubscription']:g}",
-                      r["model"], str(r["global_batch"]), "-", "-", "-", "-", "-", str(r.get("reason")))
+            t.add_row(*head, "-", "-", "-", "-", cost, power, str(r.get("reason")))
     console.print(t)
 
 

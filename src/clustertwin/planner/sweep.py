@@ -242,19 +242,35 @@ def default_factory(job: Job, catalog: Any) -> tuple[Any, Evaluator]:
     return model, ev
 
 
-def design_cost_power(job: Job, catalog: Any) -> tuple[float | None, float | None]:
-    """Capital cost (USD) and power (W) of the job's cluster from the bill of materials.
+def design_cost_power(job: Job, catalog: Any, device_price: Callable[[Any], float | None] | None = None
+                      ) -> tuple[float | None, float | None]:
+    """Capital cost (USD) and IT power (W) of the job's cluster from the bill of materials.
 
-    Uses ``clustertwin.cluster.bom`` when this build has it; ``(None, None)`` otherwise (the CLI
-    then falls back to the reliability area's power and cost models).
+    ``clustertwin.cluster.bom`` counts and prices the parts of ``ceil(gpus / domain)`` scale-up
+    domains on the job's fabric and oversubscription (fewer spine switches and optics at 2:1).
+    Accelerators the BOM cannot price are priced with ``device_price(system)`` (USD per device, the
+    all-in system share) when given; if some still have no price the cost is ``None`` (never a partial
+    sum that would make a design look cheap). ``(None, None)`` when this build has no BOM.
     """
     try:
-        from ..cluster import bom  # type: ignore[attr-defined]
+        from ..cluster import bill_of_materials, build_cluster
     except ImportError:
         return None, None
-    from .bom_adapter import cost_power
-
-    return cost_power(bom, job, catalog)
+    system = catalog.system(job.system)
+    domains = -(-job.num_gpus // system.devices_per_domain)
+    cl = build_cluster(system, domains, catalog.fabric(job.fabric), oversubscription=job.oversubscription,
+                       catalog=catalog)
+    bom = bill_of_materials(cl)
+    power = float(bom.power_kw) * 1e3 if bom.power_kw else None
+    cost = float(bom.cost_usd or 0.0)
+    unpriced = [ln for ln in bom.lines if ln.price_usd is None and ln.category == "compute"
+                and ln.item == "accelerators"]
+    if unpriced:
+        price = device_price(system) if device_price is not None else None
+        if price is None:
+            return None, power
+        cost += sum(ln.count for ln in unpriced) * float(price)
+    return cost, power
 
 
 @lru_cache(maxsize=8)
