@@ -71,6 +71,7 @@ class CollectiveParams:
     devices_per_domain: int
     scaleout_fraction: float
     intra_kind: str  # "nvlink" | "pci"
+    full_mesh: bool
     latency_scale: float
     net_latency_scale: float
     channel_launch_s: float
@@ -166,6 +167,7 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         devices_per_domain=int(system.devices_per_domain),
         scaleout_fraction=out_frac,
         intra_kind=intra_kind,
+        full_mesh=system.scaleup_topology == "full-mesh",
         latency_scale=_num(entry, "latency_scale", 1.0, 0.05, 50.0, sid),
         net_latency_scale=_num(entry, "net_latency_scale", 1.0, 0.05, 50.0, sid),
         channel_launch_s=_num(entry, "channel_launch_us", 0.0, 0.0, 100.0, sid) * US,
