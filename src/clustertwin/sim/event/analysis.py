@@ -9,7 +9,7 @@ import numpy as np
 
 from .engine import OpGraph, Schedule, critical_path
 
-COMPUTE_CATS = ("forward", "backward", "wgrad", "recompute", "optimizer", "overhead")
+COMPUTE_CATS = ("forward", "backward", "wgrad", "recompute", "logits", "optimizer", "overhead")
 COMM_CATS = ("pp", "tp", "cp", "ep", "dp-grad", "dp-param")  # exposed-time priority order
 
 
@@ -36,6 +36,7 @@ class StageTimes:
 
     stage: int
     compute_s: dict[str, float]
+    compute_work_s: float  # work of the compute ops at full rate (compute_s minus interference)
     exposed_comm_s: dict[str, float]
     hidden_comm_s: dict[str, float]
     bubble_s: float
@@ -125,6 +126,10 @@ def stage_times(g: OpGraph, sched: Schedule, step: float, t0: float = 0.0) -> li
                 hidden[name] = float(widths[a].sum()) - exposed[name]
                 covered |= a
         bubble = float(widths[~covered].sum())
-        out.append(StageTimes(stage=stg, compute_s=comp, exposed_comm_s=exposed, hidden_comm_s=hidden,
-                              bubble_s=bubble))
+        comp_ids = [cats.index(n) for n in COMPUTE_CATS if n in cats]
+        is_comp = np.isin(cs, comp_ids)
+        frac = np.where(sched.end[sel] > sched.start[sel], (e - s) / (sched.end[sel] - sched.start[sel]), 0.0)
+        work = float((np.asarray(g.op_work)[sel] * frac)[is_comp].sum())
+        out.append(StageTimes(stage=stg, compute_s=comp, compute_work_s=work, exposed_comm_s=exposed,
+                              hidden_comm_s=hidden, bubble_s=bubble))
     return out

@@ -15,9 +15,10 @@ _BREAKDOWN_NAMES = {
     "backward": "backward",
     "wgrad": "backward",
     "recompute": "recompute",
+    "logits": "logits",
     "optimizer": "optimizer",
     "overhead": "overhead",
-    "pp": "pp_comm",
+    "pp": "pp_p2p",
     "tp": "tp_comm",
     "cp": "cp_comm",
     "ep": "ep_comm",
@@ -31,12 +32,15 @@ _BOTTLENECK_TEXT = {
     "recompute": "activation recompute",
     "optimizer": "optimizer step",
     "overhead": "per-step overhead",
-    "pp_comm": "exposed pipeline (P2P) communication",
+    "logits": "output layer + loss on the last stage",
+    "overlap_slowdown": "compute slowed by overlapped communication",
+    "fsdp_comm": "exposed FSDP parameter gathers / gradient reduce-scatter",
+    "pp_p2p": "exposed pipeline (P2P) communication",
     "tp_comm": "exposed tensor-parallel communication",
     "cp_comm": "exposed context-parallel communication",
     "ep_comm": "exposed expert-parallel all-to-all",
     "dp_comm": "exposed data-parallel communication",
-    "bubble": "pipeline bubble / stage imbalance",
+    "pp_bubble": "pipeline bubble / stage imbalance",
 }
 
 
@@ -70,16 +74,27 @@ def simulate_work(
     times = stage_times(g, sched, step, t0)
     st = times[crit_stage]
     breakdown: dict[str, float] = defaultdict(float)
+    wall = sum(st.compute_s.values())
+    scale = min(1.0, st.compute_work_s / wall) if wall > 0 else 1.0
     for k, v in st.compute_s.items():
-        breakdown[_BREAKDOWN_NAMES.get(k, k)] += v
+        breakdown[_BREAKDOWN_NAMES.get(k, k)] += v * scale
+    breakdown["overlap_slowdown"] += wall * (1.0 - scale)
+    dp_name = "fsdp_comm" if opts.zero_stage >= 3 else "dp_comm"
     for k, v in st.exposed_comm_s.items():
-        breakdown[_BREAKDOWN_NAMES.get(k, k)] += v
-    breakdown["bubble"] += st.bubble_s
-    breakdown = {k: float(v) for k, v in breakdown.items() if v > 0 or k == "bubble"}
-    bottleneck_key = max(breakdown, key=lambda k: breakdown[k]) if breakdown else "bubble"
-    bottleneck = _BOTTLENECK_TEXT.get(bottleneck_key, bottleneck_key)
+        name = _BREAKDOWN_NAMES.get(k, k)
+        breakdown[dp_name if name == "dp_comm" else name] += v
+    breakdown["pp_bubble"] += st.bubble_s
+    breakdown = {k: float(v) for k, v in breakdown.items() if v > 0 or k == "pp_bubble"}
+    bottleneck_key = max(breakdown, key=lambda k: breakdown[k]) if breakdown else "pp_bubble"
+    bottleneck = f"{_BOTTLENECK_TEXT.get(bottleneck_key, bottleneck_key)} is {100 * breakdown.get(bottleneck_key, 0) / step:.0f}% of the step" if step > 0 else "nothing to run"
     if bottleneck_key in ("forward", "backward"):
-        bottleneck = "compute"
+        comp = sum(breakdown.get(k, 0.0) for k in ("forward", "backward", "recompute", "logits"))
+        others = sorted(((v, k) for k, v in breakdown.items()
+                         if k not in ("forward", "backward", "recompute", "logits")), reverse=True)
+        bottleneck = f"compute is {100 * comp / step:.0f}% of the step"
+        if others and others[0][0] > 0:
+            v, k = others[0]
+            bottleneck += f"; largest overhead: {_BOTTLENECK_TEXT.get(k, k)} at {100 * v / step:.0f}%"
     busy = [sum(t.compute_s.get(c, 0.0) for c in COMPUTE_CATS) for t in times]
     compute_crit = sum(st.compute_s.values())
     step_safe = step if step > 0 else float("nan")

@@ -108,17 +108,20 @@ class OpGraph:
 
     def add(self, name: str, stream: int, work: float, cat: str, link: int = LINK_NONE, deps=()) -> int:
         """Append an op to ``stream`` (after the stream's previous op) that also waits for ``deps``."""
-        if not (work >= 0.0 and math.isfinite(work)):
+        if not 0.0 <= work < math.inf:
             raise ValueError(f"op {name!r}: work must be finite and >= 0, got {work}")
         op = len(self.op_name)
         prev = self.stream_last[stream]
-        d = tuple(x for x in deps if x >= 0)
+        d = tuple(deps)
+        if d and min(d) < 0:
+            d = tuple(x for x in d if x >= 0)
         if prev >= 0:
             d = (prev, *d)
         self.op_name.append(name)
         self.op_stream.append(stream)
         self.op_work.append(float(work))
-        self.op_cat.append(self.category(cat))
+        ci = self._cat_index.get(cat)
+        self.op_cat.append(ci if ci is not None else self.category(cat))
         self.op_link.append(link)
         self.op_deps.append(d)
         self.stream_last[stream] = op

@@ -114,6 +114,7 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
     nvs = p * v
     tag = f"s{step} " if opts.steps > 1 else ""
     zero3 = opts.zero_stage >= 3
+    cache: dict = {}
     fsend: dict[tuple[int, int], int] = {}
     bsend: dict[tuple[int, int], int] = {}
     fdone: dict[tuple[int, int], int] = {}
@@ -166,7 +167,7 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
                     if step > 0 and prev_sync[i] >= 0:
                         deps.append(prev_sync[i])
                     front = _forward(g, ss, chunk, opts, deps, tag, mb, c, i,
-                                     ag_for[i] if first_fwd_mb[i].get(c) == mb else None, zero3)
+                                     ag_for[i] if first_fwd_mb[i].get(c) == mb else None, zero3, cache)
                     fdone[(mb, vs)] = front
                     if vs < nvs - 1:
                         dur = stages[i].p2p_fwd
@@ -182,7 +183,7 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
                         deps.append(bsend[(mb, vs + 1)])
                     reduce_now = (not split_w) and grad_slots[i].get((mb, c), False)
                     front = _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops,
-                                      reduce_now, dp_last[i], zero3)
+                                      reduce_now, dp_last[i], zero3, cache)
                     if vs > 0:
                         dur = stages[i].p2p_bwd
                         op = g.add(f"{tag}send-B mb{mb} c{c}", ss.pp_bwd, dur, "pp", opts.pp_link, (front,))
@@ -193,7 +194,7 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
                         bsend[(mb, vs)] = front
                 else:  # W
                     reduce_now = grad_slots[i].get((mb, c), False)
-                    _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last[i])
+                    _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last[i], cache)
                 ptr[i] += 1
                 emitted += 1
                 progress = True
@@ -253,7 +254,18 @@ def _seq_or_overlap(g, comp_stream, comm_stream, front, comp_work, comm_work, cn
     return tuple(ops) if overlap else front
 
 
-def _units(chunk: tuple[LayerWork, ...], coarse: bool) -> list[tuple[int, int, LayerWork]]:
+def _units(chunk: tuple[LayerWork, ...], coarse: bool, cache: dict) -> list[tuple[int, int, LayerWork]]:
+    """Memoised per build (``cache`` lives on one ``build_step`` call, never globally)."""
+    key = (id(chunk), coarse)
+    hit = cache.get(key)
+    if hit is not None and hit[0] is chunk:
+        return hit[1]
+    out = _units_impl(chunk, coarse)
+    cache[key] = (chunk, out)
+    return out
+
+
+def _units_impl(chunk: tuple[LayerWork, ...], coarse: bool) -> list[tuple[int, int, LayerWork]]:
     """Layers as (first, last, work) units. ``coarse`` merges runs of identical layers into one unit:
     exact for a chain of identical layers whose ops nothing outside the chain waits on (the ops of a
     layer run in the same proportions, so n layers behave like one layer n times as long). Used for
@@ -286,10 +298,10 @@ def _label(lw: LayerWork, a: int, b: int) -> str:
     return f"{lw.name}{a}" if a == b else f"{lw.name}{a}-{b}"
 
 
-def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage, ag_map, zero3) -> int:
+def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage, ag_map, zero3, cache) -> int:
     front: tuple[int, ...] = tuple(deps)
     hist = [front, front]
-    for li, lj, lw in _units(chunk, coarse=not zero3 and ag_map is None):
+    for li, lj, lw in _units(chunk, not zero3 and ag_map is None, cache):
         nm = f"{tag}F mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
             prefetch = hist[-2]  # gather layer l while layer l-1 computes (prefetch one ahead)
@@ -298,7 +310,8 @@ def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage,
             front = (*front, ag)
         elif ag_map is not None and (c, li) in ag_map:
             front = (*front, ag_map[(c, li)])
-        front = _layer_pass(g, ss, lw, opts, front, nm, "forward", lw.fwd, lw.tp_fwd, lw.cp_fwd, lw.ep_fwd)
+        cat = "logits" if lw.name == "logits" else "forward"
+        front = _layer_pass(g, ss, lw, opts, front, nm, cat, lw.fwd, lw.tp_fwd, lw.cp_fwd, lw.ep_fwd)
         hist.append(front)
     return _join(g, ss, front, f"{tag}F-done mb{mb} c{c}")
 
@@ -349,12 +362,13 @@ def _layer_pass(g, ss, lw: LayerWork, opts, front, nm, cat, compute, tp, cp, ep)
     return front
 
 
-def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, reduce_now, dp_last, zero3) -> int:
+def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, reduce_now, dp_last, zero3,
+              cache) -> int:
     front: tuple[int, ...] = tuple(deps)
     hist = [front, front]
     acc = 0.0
     pending: list[int] = []
-    for li, lj, lw in reversed(_units(chunk, coarse=not zero3 and not reduce_now)):
+    for li, lj, lw in reversed(_units(chunk, not zero3 and not reduce_now, cache)):
         nm = f"{tag}B mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
             prefetch = hist[-2]
@@ -369,7 +383,8 @@ def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, redu
             else:
                 front = (g.add(nm + " recompute", ss.compute, lw.recompute, "recompute", LINK_NONE, front),)
         work = lw.bwd_input if split_w else lw.bwd
-        front = _layer_pass(g, ss, lw, opts, front, nm, "backward", work, lw.tp_bwd, lw.cp_bwd, lw.ep_bwd)
+        cat = "logits" if lw.name == "logits" else "backward"
+        front = _layer_pass(g, ss, lw, opts, front, nm, cat, work, lw.tp_bwd, lw.cp_bwd, lw.ep_bwd)
         hist.append(front)
         if split_w:
             done = front[0] if len(front) == 1 else _join(g, ss, front, nm + " done")
@@ -395,11 +410,11 @@ def _reduce(g, ss, chunk, opts, tag, mb, c, pending, front, dp_last):
     dp_last.append(op)
 
 
-def _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last) -> None:
+def _wgrad(g, ss, chunk, opts, tag, mb, c, vs, bgrad_ops, reduce_now, dp_last, cache) -> None:
     acc = 0.0
     pending: list[int] = []
     w = -1
-    for li, lj, lw in reversed(_units(chunk, coarse=not reduce_now)):
+    for li, lj, lw in reversed(_units(chunk, not reduce_now, cache)):
         dep = bgrad_ops[(mb, vs, li)]
         for x in range(li, lj + 1):
             dep = max(dep, bgrad_ops.pop((mb, vs, x)))

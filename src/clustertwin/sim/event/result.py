@@ -56,21 +56,34 @@ class EventResult:
     fits_memory: bool
     breakdown: dict[str, float]
     bottleneck: str
-    critical_path: list[dict[str, Any]]
-    critical_path_s: dict[str, float]
-    stream_utilisation: dict[str, float]
-    exposed_comm_s: dict[str, float]
-    hidden_comm_s: dict[str, float]
-    stage_busy_s: list[float]
-    bubble_fraction: float
-    critical_stage: int
-    num_stages: int
-    num_ops: int
-    events: int
+    tflops_per_gpu_hw: float = 0.0
+    memory_breakdown_gb: dict[str, float] = field(default_factory=dict)
+    num_gpus: int = 0
+    model: str = ""
+    system: str = ""
+    fabric: str = ""
+    plan: dict[str, Any] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+    critical_path: list[dict[str, Any]] = field(default_factory=list)
+    critical_path_s: dict[str, float] = field(default_factory=dict)
+    stream_utilisation: dict[str, float] = field(default_factory=dict)
+    exposed_comm_s: dict[str, float] = field(default_factory=dict)
+    hidden_comm_s: dict[str, float] = field(default_factory=dict)
+    stage_busy_s: list[float] = field(default_factory=list)
+    bubble_fraction: float = 0.0
+    critical_stage: int = 0
+    num_stages: int = 1
+    num_ops: int = 0
+    events: int = 0
     engine: str = "event"
     schedule: str = "1f1b"
     notes: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
+
+    def with_(self, **kw: Any) -> EventResult:
+        from dataclasses import replace
+
+        return replace(self, **kw)
 
     def to_dict(self) -> dict[str, Any]:
         out = {}
