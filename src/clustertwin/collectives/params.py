@@ -138,21 +138,21 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
     entry = calibration_entry(system.id, catalog)
     sid = system.id
     up_frac = _num(entry, "scaleup_busbw_fraction", _arch_key(arch, c["scaleup_busbw_fraction"]), 0.01, 1.5, sid)
-    out_frac = _num(
-        entry,
-        "scaleout_busbw_fraction",
-        c["scaleout_busbw_fraction"].get(scaleout.kind, c["scaleout_busbw_fraction"]["default"]),
-        0.01,
-        1.0,
-        sid,
+    # the fabric's own achievable fraction of line rate (catalog, sourced there) unless calibrated
+    out_default = scaleout.protocol_efficiency or c["scaleout_busbw_fraction"].get(
+        scaleout.kind, c["scaleout_busbw_fraction"]["default"]
     )
+    out_frac = _num(entry, "scaleout_busbw_fraction", out_default, 0.01, 1.0, sid)
     nvls_eff_default = _arch_key(arch, t["nvls_efficiency"])
     nvls_eff = _num(entry, "nvls_efficiency", nvls_eff_default, 0.0, 2.0, sid)
     intra_kind = "pci" if system.scaleup_topology == "pcie" else "nvlink"
     nic_host = system.nics_per_host * scaleout.port_bw
     base = {k: tuple(x * US for x in _arr3(v)) for k, v in t["base_latency_us"].items()}
     hw_intra = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"][intra_kind].items()}
-    hw_net = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"]["net"].items()}
+    # NCCL's network latencies are for RDMA NICs; a fabric whose end-host latency is higher (TCP
+    # sockets) pays the difference on every network step.
+    extra = max(0.0, scaleout.nic_latency_s - float(t["reference_nic_latency_us"]) * US)
+    hw_net = {k: tuple(x * US + (extra if x > 0 else 0.0) for x in _arr3(v)) for k, v in t["hw_latency_us"]["net"].items()}
     for k in ("nvls", "nvlstree"):
         hw_intra.setdefault(k, (0.0, 0.0, 0.0))
     return CollectiveParams(
