@@ -7,7 +7,7 @@ re-ranks the top plans with the event-driven engine, and explains why the runner
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ class PlanRequest:
     options: SpaceOptions = field(default_factory=SpaceOptions)
     distinct_layouts: bool = True
     workers: int = 1
+    engine_options: Mapping[str, Any] = field(default_factory=dict)  # passed to the engine (flash_attention, overlap ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,8 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
         if evaluator_for is not None:
             return evaluator_for(n)
         return AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=n, global_batch=gb,
-                                   seq_len=seq, dtype=req.dtype, oversubscription=req.oversubscription)
+                                   seq_len=seq, dtype=req.dtype, oversubscription=req.oversubscription,
+                                   catalog=catalog, extra=dict(req.engine_options))
 
     ev = make(gpus)
     top = max(req.top_k, 10) if req.engine == "event" else req.top_k
