@@ -45,9 +45,11 @@ from ..errors import InputError
 KINDS = ("fat-tree", "rail", "dual-plane")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FatTreeSizing:
-    """Switch and link counts of one scale-out network (totals over all planes)."""
+    """Switch and link counts of one scale-out network (totals over all planes).
+
+    Plain frozen dataclass (``vars(sizing)`` lists the fields); ``to_dict()`` adds the derived counts."""
 
     kind: str  # fat-tree | rail | dual-plane
     endpoints: int  # NIC ports attached to the network (all planes)
@@ -184,7 +186,7 @@ def max_endpoints(radix: int, tiers: int, oversubscription: float = 1.0, planes:
 def size_fat_tree(
     endpoints: int,
     radix: int,
-    tiers: int | str = "auto",
+    tiers: int | str | None = "auto",
     oversubscription: float = 1.0,
     kind: str = "fat-tree",
     rails: int = 1,
@@ -211,6 +213,8 @@ def size_fat_tree(
             f"oversubscription must be >= 1 (down:up ports at the leaf), got {oversubscription}",
             hint="use 1 for a non-blocking fat tree, 2 for 2:1, ...",
         )
+    if tiers is None:
+        tiers = "auto"
     planes = 2 if kind == "dual-plane" else 1
     if planes == 2 and endpoints % 2:
         raise InputError(

@@ -135,6 +135,13 @@ class Cluster:
         """Physical systems (servers / racks / supernodes) needed; partitions share a system."""
         return math.ceil(self.num_devices / self.system.devices_per_domain)
 
+    @property
+    def switch_radix(self) -> int:
+        """Switch ports at the NIC port speed: a switch port faster than the NIC port is split
+        (breakout), e.g. a 64 x 400G QM9700 serves 128 x 200G (hardware.yaml Quantum2_QM9700)."""
+        split = max(1, int(self.fabric.port_bw // self.port_bw + 1e-9))
+        return self.fabric.switch_radix * split
+
     @cached_property
     def scaleout(self) -> FatTreeSizing | None:
         """Sizing of the compute scale-out network (None when no NIC is present)."""
@@ -142,7 +149,7 @@ class Cluster:
             return None
         return size_fat_tree(
             self.num_nics * self.ports_per_nic,
-            self.fabric.switch_radix,
+            self.switch_radix,
             tiers=self.tiers,
             oversubscription=self.oversubscription,
             kind=self.topology,
