@@ -25,6 +25,7 @@ from .core import (
     sweep,
 )
 from .params import CollectiveParams, resolve_params
+from .validation import predict_busbw_row
 
 __all__ = [
     "ALGORITHMS",
@@ -36,6 +37,7 @@ __all__ = [
     "collective_time",
     "estimate_collective",
     "normalize_op",
+    "predict_busbw_row",
     "resolve_params",
     "sweep",
 ]
