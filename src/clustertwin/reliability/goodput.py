@@ -3,12 +3,12 @@
 
 ETTR (useful compute time / wall time) comes from Daly (2006) eq. (20) for the unplanned failures
 (exponential inter-arrival, failures also during checkpoints and restarts; see ``checkpoint.py``),
-with the restart time raised by the expected wait for a spare unit, times the share of wall time left
-after planned interruptions (each costs one checkpoint and one restart, Llama 3 Sec. 3.3.4 lists 47
-in 54 days):
+divided by the stretch from waiting for spare units (the job is down, so no failure strikes it while it
+waits), times the share of wall time left after planned interruptions (each costs one checkpoint and
+one restart, Llama 3 Sec. 3.3.4 lists 47 in 54 days):
 
-    ETTR = (1 - lambda_p * (delta + R)) * tau / (M e^{R'/M} (e^{(tau+delta)/M} - 1)),
-    M = 1 / sum_c lambda_c,  R' = R + sum_c (lambda_c / Lambda) * P_block,c * wait_c.
+    ETTR = (1 - lambda_p (delta + R)) * tau / (M e^{R/M} (e^{(tau+delta)/M} - 1)) / (1 + Lambda W),
+    M = 1 / Lambda,  Lambda = sum_c lambda_c,  W = sum_c (lambda_c / Lambda) P_block,c wait_c.
 
 The loss breakdown uses the first-order terms (Young 1974): checkpointing delta/(tau+delta), lost
 work (tau+delta)/(2M), restarts R/M, spare waits, planned interruptions.
@@ -168,12 +168,14 @@ def goodput(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetup,
     delta = ckpt.blocking_s
     young = young_interval(delta, mtbi) if lam > 0 else float("inf")
     daly = daly_interval(delta, mtbi) if lam > 0 else float("inf")
-    numeric = numeric_optimal_interval(delta, r_eff, mtbi) if lam > 0 else float("inf")
+    numeric = numeric_optimal_interval(delta, ckpt.restart_s, mtbi) if lam > 0 else float("inf")
     if interval_s is None:
         tau, policy = (daly, "auto (Daly 2006 higher-order optimum)") if lam > 0 else (days * DAY, "auto (no failures)")
     else:
         tau, policy = float(interval_s), "given"
-    ettr_u = float(daly_ettr(tau, delta, r_eff, mtbi))
+    # spare waits: the job is down and immune to further failures, so they stretch wall time by
+    # lambda * E[wait] per unit of failure-exposed time (T_w' = T_w (1 + lambda E[wait]))
+    ettr_u = float(daly_ettr(tau, delta, ckpt.restart_s, mtbi)) / (1.0 + lam * mean_wait)
     planned_frac = model.planned_rate_s * (delta + ckpt.restart_s)
     if planned_frac >= 1:
         raise InputError("planned interruptions take all the wall time; lower the planned rate or the restart time")
@@ -228,6 +230,7 @@ def ettr_grid(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetu
     lam = float(rates.sum())
     mtbi = 1.0 / lam if lam > 0 else float("inf")
     _, block, waits = spare_analysis(model, counts)
-    r_eff = ckpt.restart_s + (float((rates * block * waits).sum() / lam) if lam > 0 else 0.0)
+    mean_wait = float((rates * block * waits).sum() / lam) if lam > 0 else 0.0
     planned_frac = model.planned_rate_s * (ckpt.blocking_s + ckpt.restart_s)
-    return (1.0 - planned_frac) * np.asarray(daly_ettr(np.asarray(intervals_s, float), ckpt.blocking_s, r_eff, mtbi))
+    e = np.asarray(daly_ettr(np.asarray(intervals_s, float), ckpt.blocking_s, ckpt.restart_s, mtbi))
+    return (1.0 - planned_frac) * e / (1.0 + lam * mean_wait)

@@ -4,7 +4,8 @@ Each run alternates compute segments of length ``tau`` and blocking checkpoints 
 Interruptions arrive as a Poisson process (unplanned classes + planned maintenance). An unplanned
 interruption loses the work since the last completed checkpoint and costs a restart ``R`` plus, when
 the failed unit finds no spare (probability ``block_prob[class]``), an exponential wait with mean
-``block_wait[class]``. A planned interruption checkpoints first (no lost work) and costs ``delta + R``.
+``block_wait[class]`` (during that wait the job is down and no interruption can strike it; the restart
+follows). A planned interruption checkpoints first (no lost work) and costs ``delta + R``.
 Interruptions may strike during restarts (the restart starts over), as in Daly (2006).
 
 All runs advance in lock-step, one interruption per iteration, so the Python loop runs about
@@ -71,8 +72,19 @@ def simulate(*, class_rates, block_prob, block_wait, planned_rate: float, tau: f
                                 horizon_s=horizon_s, runs=runs, seed=seed)
     cum = np.cumsum(class_rates) / lam_u if lam_u > 0 else np.ones_like(class_rates)
     p_planned = float(planned_rate) / lam
+    wait = np.zeros(runs)  # waiting for a spare: the job is down, its clock of failures is stopped
     while active.any():
         idx = np.flatnonzero(active)
+        if wait[idx].any():
+            t[idx] += wait[idx]
+            wait[idx] = 0.0
+            done = idx[t[idx] >= horizon_s]
+            if done.size:
+                t[done] = horizon_s
+                active[done] = False
+                idx = np.flatnonzero(active)
+                if idx.size == 0:
+                    break
         n = idx.size
         gap = rng.exponential(1.0 / lam, n)
         t0, d0 = t[idx], down[idx]
@@ -98,9 +110,10 @@ def simulate(*, class_rates, block_prob, block_wait, planned_rate: float, tau: f
         t[i] += g
         cls = np.minimum(np.searchsorted(cum, rng.random(i.size), side="right"), class_rates.size - 1)
         blocked = (rng.random(i.size) < block_prob[cls]) & ~planned
-        wait = np.where(blocked, rng.exponential(1.0, i.size) * block_wait[cls], 0.0)
-        waited[i] += wait
-        down[i] = np.where(planned, delta + restart, restart + wait)
+        w = np.where(blocked, rng.exponential(1.0, i.size) * block_wait[cls], 0.0)
+        waited[i] += w
+        wait[i] = w
+        down[i] = np.where(planned, delta + restart, restart)
         n_p[i] += planned
         n_u[i] += ~planned
     return MonteCarloResult(ettr=useful / horizon_s, unplanned=n_u, planned=n_p, waited_s=waited,
