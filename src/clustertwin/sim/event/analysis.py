@@ -86,10 +86,17 @@ def stage_times(g: OpGraph, sched: Schedule, step: float, t0: float = 0.0) -> li
     cats = g.cat_names
     stage_of = np.asarray(g.stream_stage, dtype=np.int64)[np.asarray(g.op_stream, dtype=np.int64)]
     cat_arr = np.asarray(g.op_cat, dtype=np.int64)
+    work_arr = np.asarray(g.op_work, dtype=float)
+    ncat = len(cats)
+    comp_ids = [cats.index(n) for n in COMPUTE_CATS if n in cats]
+    live = (sched.end > sched.start) & (sched.end > t0) & (sched.start < t0 + step)
+    order = np.argsort(stage_of, kind="stable")
+    bounds_idx = np.searchsorted(stage_of[order], np.arange(g.num_stages + 1))
     out = []
     t1 = t0 + step
     for stg in range(g.num_stages):
-        sel = np.nonzero((stage_of == stg) & (sched.end > sched.start) & (sched.end > t0) & (sched.start < t1))[0]
+        sel = order[bounds_idx[stg]:bounds_idx[stg + 1]]
+        sel = sel[live[sel]]
         s = np.clip(sched.start[sel], t0, t1)
         e = np.clip(sched.end[sel], t0, t1)
         cs = cat_arr[sel]
@@ -98,7 +105,6 @@ def stage_times(g: OpGraph, sched: Schedule, step: float, t0: float = 0.0) -> li
         k = len(widths)
         i0 = np.searchsorted(bounds, s)
         i1 = np.searchsorted(bounds, e)
-        ncat = len(cats)
         diff = np.zeros((ncat, k + 1))
         np.add.at(diff, (cs, i0), 1.0)
         np.add.at(diff, (cs, i1), -1.0)
@@ -126,10 +132,9 @@ def stage_times(g: OpGraph, sched: Schedule, step: float, t0: float = 0.0) -> li
                 hidden[name] = float(widths[a].sum()) - exposed[name]
                 covered |= a
         bubble = float(widths[~covered].sum())
-        comp_ids = [cats.index(n) for n in COMPUTE_CATS if n in cats]
         is_comp = np.isin(cs, comp_ids)
-        frac = np.where(sched.end[sel] > sched.start[sel], (e - s) / (sched.end[sel] - sched.start[sel]), 0.0)
-        work = float((np.asarray(g.op_work)[sel] * frac)[is_comp].sum())
+        frac = (e - s) / (sched.end[sel] - sched.start[sel])
+        work = float((work_arr[sel] * frac)[is_comp].sum())
         out.append(StageTimes(stage=stg, compute_s=comp, compute_work_s=work, exposed_comm_s=exposed,
                               hidden_comm_s=hidden, bubble_s=bubble))
     return out

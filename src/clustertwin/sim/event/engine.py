@@ -243,15 +243,20 @@ class Engine:
             st = op_stage[o]
             active[st].remove(o)
             rate[o] = 0.0
-            touched = {st}
+            other: list[int] = []
             for s2 in succ[o]:
                 binding[s2] = o  # events pop in time order: the last dependency to finish binds
                 waiting[s2] -= 1
                 if waiting[s2] == 0:
                     begin(s2, t)
-                    touched.add(op_stage[s2])
-            for st2 in sorted(touched):
-                rerate(st2, t)
+                    st2 = op_stage[s2]
+                    if st2 != st and st2 not in other:
+                        other.append(st2)
+            rerate(st, t)
+            if other:
+                other.sort()
+                for st2 in other:
+                    rerate(st2, t)
         if done != n:
             raise RuntimeError(f"deadlock: {n - done} of {n} ops never ran (dependency cycle?)")
         e = np.asarray(end, dtype=float)

@@ -170,11 +170,10 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
                                      ag_for[i] if first_fwd_mb[i].get(c) == mb else None, zero3, cache)
                     fdone[(mb, vs)] = front
                     if vs < nvs - 1:
-                        dur = stages[i].p2p_fwd
-                        op = g.add(f"{tag}send-F mb{mb} c{c}", ss.pp_fwd, dur, "pp", opts.pp_link, (front,))
+                        # blocking sends (no p2p overlap) occupy the compute stream until done
+                        sst = ss.pp_fwd if p2p_async else ss.compute
+                        op = g.add(f"{tag}send-F mb{mb} c{c}", sst, stages[i].p2p_fwd, "pp", opts.pp_link, (front,))
                         fsend[(mb, vs)] = op
-                        if not p2p_async and dur > 0:
-                            g.add(f"{tag}wait-send-F mb{mb}", ss.compute, 0.0, "pp-wait", LINK_NONE, (op,))
                     else:
                         fsend[(mb, vs)] = front
                 elif kd == "B":
@@ -185,11 +184,9 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
                     front = _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops,
                                       reduce_now, dp_last[i], zero3, cache)
                     if vs > 0:
-                        dur = stages[i].p2p_bwd
-                        op = g.add(f"{tag}send-B mb{mb} c{c}", ss.pp_bwd, dur, "pp", opts.pp_link, (front,))
+                        sst = ss.pp_bwd if p2p_async else ss.compute
+                        op = g.add(f"{tag}send-B mb{mb} c{c}", sst, stages[i].p2p_bwd, "pp", opts.pp_link, (front,))
                         bsend[(mb, vs)] = op
-                        if not p2p_async and dur > 0:
-                            g.add(f"{tag}wait-send-B mb{mb}", ss.compute, 0.0, "pp-wait", LINK_NONE, (op,))
                     else:
                         bsend[(mb, vs)] = front
                 else:  # W

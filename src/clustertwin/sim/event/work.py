@@ -105,8 +105,9 @@ class EventOptions:
     overlaps this step's forward, bucket by bucket. ZeRO-3 always prefetches one layer ahead.
     ``tp_overlap`` [TE userbuffers, --tp-comm-overlap]: TP collectives run beside the GEMMs they feed,
     except ``tp_exposed_fraction`` of them (the first/last of t ring-exchange chunks: 1/t).
-    ``p2p_overlap``: pipeline sends run beside compute; otherwise the sender waits for its send
-    (Megatron's non-interleaved schedule uses blocking batched isend/irecv).
+    ``p2p_overlap``: pipeline sends run beside compute on their own streams; otherwise the send
+    occupies the sender's compute stream until done (Megatron's non-interleaved schedule waits on
+    its batched isend/irecv before the next pass).
     ``ep_overlap``: EP all-to-all runs beside expert compute (DualPipe / ``--overlap-moe-expert-parallel-comm``).
     ``bucket_params``: DP bucket size in parameters (Megatron: max(40e6, 1e6*dp)).
     """
