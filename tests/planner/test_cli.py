@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import run_cli
 from planner_fakes import fake_cost, fake_factory, resolve
 
 from clustertwin.planner.executors import LocalExecutor
@@ -16,9 +17,20 @@ from clustertwin.planner.store import ResultsStore
 from clustertwin.planner.sweep import build_sweep, run_sweep
 
 
-def ct(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "clustertwin", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+class _R:
+    def __init__(self, code, out, err):
+        self.returncode, self.stdout, self.stderr = code, out, err
+
+
+@pytest.fixture
+def ct(capsys):
+    return lambda *args: _R(*run_cli(capsys, *args))
+
+
+def test_real_process_exit_code(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "clustertwin", "results", "list", "--db", str(tmp_path / "no.db")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +43,7 @@ def db(tmp_path_factory, catalog):
     return path, sw
 
 
-def test_results_list_show_export(db, tmp_path):
+def test_results_list_show_export(db, tmp_path, ct):
     path, sw = db
     r = ct("results", "list", "--db", str(path), "--json")
     assert r.returncode == 0, r.stderr
@@ -50,7 +62,7 @@ def test_results_list_show_export(db, tmp_path):
     assert r.returncode == 0 and len(json.loads(out.read_text())["rows"]) == 2
 
 
-def test_results_errors(db, tmp_path):
+def test_results_errors(db, tmp_path, ct):
     path, _ = db
     r = ct("results", "show", "nope", "--db", str(path))
     assert r.returncode == 2 and "no sweep 'nope'" in r.stderr and "Traceback" not in r.stderr
@@ -63,7 +75,7 @@ def test_results_errors(db, tmp_path):
         assert r.returncode == 2 and "pyarrow" in r.stderr
 
 
-def test_sweep_and_plan_bad_input(tmp_path):
+def test_sweep_and_plan_bad_input(tmp_path, ct):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ndesigns: {system: hgx-h10, domains: 2}\nmodels: llama3-8b\nglobal_batch: 64\n")
     r = ct("sweep", str(bad), "--db", str(tmp_path / "r.db"))

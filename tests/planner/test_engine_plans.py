@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli
 
 from clustertwin.errors import InputError
 from clustertwin.planner.evaluator import AnalyticalEvaluator, resolve_model
@@ -21,11 +22,21 @@ CONTRACT = {"tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompu
             "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu", "fits_memory", "breakdown", "bottleneck"}
 
 
-def ct(*args):
+def ct_proc(*args):
     return subprocess.run([sys.executable, "-m", "clustertwin", *args], capture_output=True, text=True, timeout=120)
 
 
-def test_plain_plan_json_contract():
+class _R:
+    def __init__(self, code, out, err):
+        self.returncode, self.stdout, self.stderr = code, out, err
+
+
+@pytest.fixture
+def ct(capsys):
+    return lambda *args: _R(*run_cli(capsys, *args))
+
+
+def test_plain_plan_json_contract(ct):
     r = ct("plan", "--json", "--top", "4")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)  # exactly one JSON document
@@ -63,7 +74,7 @@ def test_too_big_model_names_the_smallest_gpu_count(catalog):
     assert plan(PlanRequest(num_gpus=need, **req), catalog).plans
     with pytest.raises(InputError):
         plan(PlanRequest(num_gpus=need - 8, **req), catalog)
-    r = ct("plan", "--model", "llama3-405b", "--gpus", "16")
+    r = ct_proc("plan", "--model", "llama3-405b", "--gpus", "16")
     assert r.returncode == 2 and "use --gpus" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -91,3 +102,34 @@ def test_gpt3_175b_published_layout_is_near_the_top(catalog):
     top3 = full.plans[:3]
     within = [p for p in top3 if abs(p["tokens_per_s"] / pub["tokens_per_s"] - 1) <= 0.03]
     assert within or any((p["tp"], p["pp"], p["cp"]) == (8, 8, 1) for p in top3)
+
+
+def test_event_rerank(catalog):
+    rep = plan(PlanRequest(model="llama3-8b", system="hgx-h100", num_gpus=64, global_batch=128, seq_len=4096,
+                           top_k=3, engine="event"), catalog)
+    assert rep.engine == "event" and len(rep.plans) == 3
+    for p in rep.plans:
+        assert "analytical_step_time_s" in p and p["step_time_s"] > 0
+    timed = [p["tokens_per_s"] for p in rep.plans if "event_error" not in p]
+    assert timed == sorted(timed, reverse=True)
+
+
+def test_sweep_cli_real_engine(tmp_path, ct):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: t\ndesigns: {system: hgx-h100, domains: [2, 4], oversubscription: [1, 2]}\n"
+                    "models: llama3-8b\nglobal_batch: 64\nseq_len: 4096\n")
+    db = tmp_path / "r.db"
+    r = ct("sweep", str(spec), "--db", str(db), "--workers", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rows = doc["rows"]
+    assert len(rows) == 4 and doc["computed_chunks"] == 4 and all(x["feasible"] for x in rows)
+    assert all(x["cost_usd"] > 0 and x["power_w"] > 0 for x in rows)
+    by = {(x["num_gpus"], x["oversubscription"]): x for x in rows}
+    # 2:1 oversubscription: cheaper network, never faster
+    for n in (16, 32):
+        assert by[(n, 2.0)]["tokens_per_s"] <= by[(n, 1.0)]["tokens_per_s"] * (1 + 1e-9)
+        assert by[(n, 2.0)]["cost_usd"] <= by[(n, 1.0)]["cost_usd"]
+    assert doc["pareto"]
+    again = json.loads(ct("sweep", str(spec), "--db", str(db), "--json").stdout)
+    assert again["computed_chunks"] == 0 and again["rows"] == rows

@@ -161,10 +161,30 @@ def test_ray_and_local_give_identical_results(catalog, tmp_path):
     _, local = _run(catalog, tmp_path / "local.db", LocalExecutor(workers=2))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}})
+    real_spec = {"name": "real", "designs": {"system": "hgx-h100", "domains": [2, 4], "fabric": ["ib-ndr-400g", "roce-400g"]},
+                 "models": "llama3-8b", "global_batch": 64, "seq_len": 4096, "chunk_size": 1}
+    real_sw = build_sweep(real_spec, catalog)
+    real_local = run_sweep(real_sw, ResultsStore(tmp_path / "real-local.db"), LocalExecutor(workers=2))
     try:
         _, remote = _run(catalog, tmp_path / "ray.db", RayExecutor())
+        real_ray = run_sweep(real_sw, ResultsStore(tmp_path / "real-ray.db"), RayExecutor())
     finally:
         ray.shutdown()
         rcp.unregister_pickle_by_value(planner_fakes)
     assert remote.rows == local.rows
     assert len(remote.rows) == 14
+    # the analytical engine, the default factory and cost function: same code path, same rows
+    assert real_ray.rows == real_local.rows and len(real_ray.rows) == 4
+    assert all(r["feasible"] and r["tokens_per_s"] > 0 for r in real_ray.rows)
+
+
+def test_missing_ray_is_a_clear_input_error(monkeypatch):
+    from clustertwin.errors import InputError
+    from clustertwin.planner.executors import make_executor
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(InputError) as exc:
+        make_executor("ray")
+    assert "pip install clustertwin[ray]" in exc.value.render()
+    with pytest.raises(InputError):
+        make_executor("local", address="auto")
