@@ -218,7 +218,7 @@ def _render_rows(rows: list[dict[str, Any]], title: str) -> None:
     t = Table(title=title)
     for c in ("", "job", "system", "GPUs", "fabric", "over", "model", "batch", "layout", "mb ZeRO rc", "tokens/s",
               "MFU", "cost M$", "power MW", "bottleneck / reason"):
-        t.add_column(c, no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s", "system", "fabric"))
+        t.add_column(c, no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s", "system", "fabric", "model"))
     for r in rows:
         cost = _fmt(None if r.get("cost_usd") is None else r["cost_usd"] / 1e6, ".1f")
         power = _fmt(None if r.get("power_w") is None else r["power_w"] / 1e6, ".2f")
@@ -226,7 +226,7 @@ def _render_rows(rows: list[dict[str, Any]], title: str) -> None:
                 f"{r['oversubscription']:g}", r["model"], str(r["global_batch"])]
         if r.get("feasible"):
             t.add_row(*head, _layout(r), _knobs(r), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%", cost, power,
-                      str(r.get("bottleneck", "")).split(";")[0])
+                      str(r.get("bottleneck", "")).split(";")[0].replace(" of the step", ""))
         else:
             t.add_row(*head, "-", "-", "-", "-", cost, power, str(r.get("reason")))
     console.print(t)
