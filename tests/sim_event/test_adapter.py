@@ -94,3 +94,19 @@ def test_trace_from_a_real_model_is_deterministic(catalog, h100):
     b = chrome_trace(simulate(model, system, fabric, plan, catalog=catalog, trace=True))
     assert a == b
     assert {e["pid"] for e in a["traceEvents"]} == {0, 1}
+
+
+def test_parse_straggler_and_slowdown(catalog, h100):
+    from clustertwin.errors import InputError
+    from clustertwin.sim.event import parse_straggler, straggler_slowdown
+
+    s = parse_straggler("stage=2, compute=2.0,comm=1.5,layers=1")
+    assert (s.stage, s.compute, s.comm, s.extra_layers) == (2, 2.0, 1.5, 1)
+    for bad in ("compute=2", "stage=x", "stage=1,speed=2", "nonsense"):
+        with pytest.raises(InputError):
+            parse_straggler(bad)
+    system, fabric = h100
+    plan = make_plan(gpus=32, tp=2, pp=4, micro_batch=1, global_batch=64, seq_len=4096)
+    out = straggler_slowdown(get_model("llama3-8b"), system, fabric, plan, (parse_straggler("stage=1,compute=2"),),
+                             catalog=catalog)
+    assert out["perturbed_s"] > out["base_s"] and out["slowdown_pct"] > 10.0

@@ -37,7 +37,8 @@ __all__ = [
 
 def __getattr__(name: str):
     # The cost-model adapter imports the analytical helper's modules; load it only when asked for.
-    if name in ("simulate", "estimate", "estimate_event", "event_options_for", "stage_work_from_costs"):
+    if name in ("simulate", "estimate", "estimate_event", "event_options_for", "stage_work_from_costs",
+                "parse_straggler", "straggler_slowdown"):
         from . import adapter
 
         return getattr(adapter, name)

@@ -259,3 +259,34 @@ def estimate(model: Any, system: Any, fabric: Any, plan: Any, *, catalog: Any = 
 
 
 estimate_event = estimate
+
+
+def parse_straggler(text: str) -> Straggler:
+    """Parse a CLI straggler spec: ``stage=3,compute=1.2`` / ``stage=0,comm=4`` / ``stage=15,layers=1``."""
+    fields: dict[str, str] = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        key, sep, val = part.partition("=")
+        if not sep:
+            raise InputError(f"cannot read straggler {text!r}", hint="write e.g. stage=3,compute=1.2,comm=2,layers=1")
+        fields[key.strip().lower()] = val.strip()
+    unknown = set(fields) - {"stage", "compute", "comm", "layers"}
+    if unknown or "stage" not in fields:
+        raise InputError(f"cannot read straggler {text!r}",
+                         hint="keys: stage (required), compute, comm (slowdown factors), layers (extra layers)")
+    try:
+        return Straggler(stage=int(fields["stage"]), compute=float(fields.get("compute", 1.0)),
+                         comm=float(fields.get("comm", 1.0)), extra_layers=int(fields.get("layers", 0)))
+    except ValueError:
+        raise InputError(f"cannot read straggler {text!r}", hint="stage and layers are integers, factors numbers") from None
+
+
+def straggler_slowdown(model: Any, system: Any, fabric: Any, plan: Any, stragglers: tuple[Straggler, ...], *,
+                       catalog: Any = None, schedule: str | None = None) -> dict[str, float]:
+    """How much ``stragglers`` slow one step: ``{"base_s", "perturbed_s", "slowdown_pct"}``."""
+    base = simulate(model, system, fabric, plan, catalog=catalog, schedule=schedule)
+    pert = simulate(model, system, fabric, plan, catalog=catalog, schedule=schedule, stragglers=tuple(stragglers),
+                    check=False)
+    return {"base_s": base.step_time_s, "perturbed_s": pert.step_time_s,
+            "slowdown_pct": 100.0 * (pert.step_time_s / base.step_time_s - 1.0)}
