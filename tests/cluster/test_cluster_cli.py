@@ -26,6 +26,15 @@ def test_cluster_json_is_one_document():
     assert d["scaleup"]["bisection_per_device_gbps"] == pytest.approx(3600)
 
 
+def test_graph_check_matches_closed_form():
+    r = runner.invoke(app, ["cluster", "mi300x-8", "--domains", "8", "--graph-check", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    chk = d["graph_check"]
+    assert chk["scaleup_bisection_per_device_gbps"] == pytest.approx(d["scaleup"]["bisection_per_device_gbps"])
+    assert chk["scaleout_bisection_per_device_gbps"] == pytest.approx(d["scaleout"]["bisection_per_device_gbps"])
+
+
 def test_cluster_route_option():
     r = runner.invoke(app, ["cluster", "gb200-nvl72", "--domains", "2", "--route", "0,100", "--json"])
     assert r.exit_code == 0, r.output

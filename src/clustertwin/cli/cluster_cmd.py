@@ -18,6 +18,8 @@ OversubOpt = Annotated[float, typer.Option("--oversubscription", help="leaf down
 TiersOpt = Annotated[str, typer.Option("--tiers", help="scale-out switch tiers: 1, 2, 3 or auto")]
 DomainSizeOpt = Annotated[int | None, typer.Option("--domain-size", help="scale-up partition size (default: full)")]
 RouteOpt = Annotated[str | None, typer.Option("--route", help="also show the route between two ranks, e.g. 0,9")]
+CheckOpt = Annotated[bool, typer.Option("--graph-check", help="verify the bisection closed forms by max-flow on the graph (<= 4096 devices)")]
+GRAPH_CHECK_MAX_DEVICES = 4096
 
 
 def _build(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog):
@@ -42,6 +44,7 @@ def cluster_cmd(
     tiers: TiersOpt = "auto",
     domain_size: DomainSizeOpt = None,
     route: RouteOpt = None,
+    graph_check: CheckOpt = False,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -54,6 +57,21 @@ def cluster_cmd(
         except ValueError:
             raise InputError(f"--route takes two ranks separated by a comma, got {route!r}", hint="e.g. --route 0,9") from None
         out["route"] = c.route(a, b).to_dict()
+    if graph_check:
+        from ..cluster import graph_bisection
+
+        if c.num_devices > GRAPH_CHECK_MAX_DEVICES:
+            raise InputError(
+                f"--graph-check builds a networkx graph and runs max-flow; limited to {GRAPH_CHECK_MAX_DEVICES} "
+                f"devices, this cluster has {c.num_devices}",
+                hint="use fewer --domains for the check; the closed forms are exact for full leaves",
+            )
+        check = {"scaleup_bisection_per_device_gbps":
+                 graph_bisection(c, within_domain=True) / (c.devices_per_domain / 2) * 8 / 1e9}
+        if c.domains >= 2 and c.scaleout is not None:
+            half = c.devices_per_domain * (c.domains // 2)
+            check["scaleout_bisection_per_device_gbps"] = graph_bisection(c) / half * 8 / 1e9
+        out["graph_check"] = check
     if json_:
         emit_json(out)
         return
@@ -84,6 +102,8 @@ def cluster_cmd(
         ]
     if out["frontend"]:
         rows.append(("front-end switches", sum(out["frontend"]["switches_per_tier"])))
+    for k, v in out.get("graph_check", {}).items():
+        rows.append((f"graph max-flow: {k.replace('_', ' ')}", v))
     for k, v in rows:
         t.add_row(k, _g(v))
     console.print(t)
