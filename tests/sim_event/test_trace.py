@@ -126,3 +126,27 @@ def test_trace_requires_timeline():
     r = simulate_work(uniform_stages(2), EventOptions(num_microbatches=2))
     with pytest.raises(ValueError):
         chrome_trace(r)
+
+
+def test_trace_identical_across_processes_and_hash_seeds():
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json,hashlib;from clustertwin.sim.event import EventOptions,simulate_work;"
+        "from clustertwin.report.trace import chrome_trace;"
+        "from sim_event._synth import uniform_stages;"
+        "r=simulate_work(uniform_stages(4,layers_per_chunk=2,v=2,tp=0.3,dp=1.0,p2p=0.05,optimizer=0.2),"
+        "EventOptions(schedule='interleaved',num_microbatches=8),trace=True);"
+        "print(hashlib.sha256(json.dumps(chrome_trace(r),sort_keys=True).encode()).hexdigest())"
+    )
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digests = set()
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": tests_dir + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        digests.add(out.stdout.strip())
+    here = hashlib.sha256(json.dumps(chrome_trace(_result()), sort_keys=True).encode()).hexdigest()
+    assert digests == {here}
