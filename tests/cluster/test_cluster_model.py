@@ -96,12 +96,15 @@ def test_torus_scaleup(catalog, topo, size):
     inside = graph_bisection(c, within_domain=True) / (size / 2)
     assert inside == pytest.approx(c.scaleup_bisection_per_device())
     g = c.graph()
+    longest = 0
     for a in range(size):
         for b in range(size):
             r = c.route(a, b)
+            longest = max(longest, r.links)
             assert c.route(b, a).path == tuple(reversed(r.path))
             for u, v in zip(r.path, r.path[1:], strict=False):
                 assert g.has_edge(u, v)
+    assert longest == c.summary()["scaleup"]["max_link_hops"]
 
 
 def test_torus_dims():

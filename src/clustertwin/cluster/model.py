@@ -401,6 +401,7 @@ class Cluster:
                 "bisection_per_device_gbps": self.scaleup_bisection_per_device() * 8 / 1e9,
                 "switches_per_domain": self.scaleup_switches_per_domain,
                 "max_switch_hops": self._max_scaleup_hops(),
+                "max_link_hops": self._max_scaleup_links(),
                 "in_network_reduction": sys_.scaleup.in_network_reduction,
             },
             "scaleout": None,
@@ -424,12 +425,23 @@ class Cluster:
         if topo == "full-mesh":
             return 0
         if topo in ("torus-2d", "torus-3d"):
-            return sum(n // 2 for n in self.torus_shape) - 1  # intermediate devices, no switches
+            return 0  # device-to-device links; see _max_scaleup_links
         if topo == "clos-2tier":
             return 3 if self.devices_per_domain > self.l1_group_devices else 1
         if topo == "pcie":
             return 2 if self.devices_per_domain > self.devices_per_host else 1
         return 1
+
+    def _max_scaleup_links(self) -> int:
+        """Links on the longest scale-up route inside a domain."""
+        if self.devices_per_domain <= 1:
+            return 0
+        topo = self.system.scaleup_topology
+        if topo in ("torus-2d", "torus-3d"):
+            return sum(n // 2 for n in self.torus_shape)
+        if topo == "full-mesh":
+            return 1
+        return self._max_scaleup_hops() + 1
 
     def topology_arrays(self):
         """Compact arrays of the whole cluster (no networkx); see :mod:`clustertwin.cluster.topology`."""
