@@ -53,6 +53,9 @@ def test_results_list_show_export(db, tmp_path, ct):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["sweep"]["id"] == sw.sweep_id and len(doc["rows"]) == 2 and doc["pareto"]
+    for args in (("results", "list", "--db", str(path)), ("results", "show", sw.sweep_id, "--db", str(path))):
+        r = ct(*args)
+        assert r.returncode == 0 and sw.sweep_id[:8] in r.stdout.replace("\n", ""), r.stderr
     r = ct("results", "export", sw.sweep_id[:8], "--db", str(path), "--format", "csv")
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))

@@ -257,7 +257,7 @@ def results_list(db: DbOpt = Path(DEFAULT_DB), json_: JsonOpt = False) -> None:
         return
     t = Table(title=f"sweeps in {db}")
     for c in ("id", "name", "jobs", "chunks done", "rows", "created", "finished", "catalog", "tool"):
-        t.add_column(c)
+        t.add_column(c, no_wrap=c in ("id", "name"))
     for s in sweeps:
         t.add_row(s["id"], s["name"], str(s["num_jobs"]), f"{s['chunks_done']}/{s['num_chunks']}", str(s["rows"]),
                   s["created_at"], s["finished_at"] or "(unfinished)", s["catalog_version"], s["tool_version"])

@@ -16,6 +16,7 @@ Example sweep file (``scenarios/sweeps/*.yaml``)::
     models: [llama3-70b]
     global_batch: [512, 1024]
     seq_len: 8192
+    engine_options: {flash_attention: true}   # optional, passed to the analytical engine
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class SweepIn(BaseModel):
     dtype: str = "bf16"
     search: SearchIn = Field(default_factory=SearchIn)
     chunk_size: PositiveInt = 1
+    engine_options: dict[str, Any] = Field(default_factory=dict)  # to the engine, e.g. {flash_attention: false}
     extra: dict[str, Any] = Field(default_factory=dict)  # passed to the evaluator factory
 
     @field_validator("designs", "models", "global_batch", "seq_len", mode="before")
@@ -119,11 +121,13 @@ class Job:
     global_batch: int
     seq_len: int
     dtype: str = "bf16"
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def key(self) -> dict[str, Any]:
         d = asdict(self)
         d["extra"] = dict(self.extra)
+        d["engine_options"] = dict(self.engine_options)
         return d
 
 
@@ -199,7 +203,8 @@ def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep fi
                 gpus = domains * sysspec.devices_per_domain if domains is not None else int(size)
                 jobs.append(Job(index=len(jobs), system=system_id, num_gpus=gpus, domains=domains, fabric=fab,
                                 oversubscription=float(over), model=model, global_batch=int(gb), seq_len=int(seq),
-                                dtype=spec.dtype, extra=dict(spec.extra)))
+                                dtype=spec.dtype, engine_options=dict(spec.engine_options),
+                                extra=dict(spec.extra)))
     if not jobs:
         raise InputError(f"{label}: the grid is empty", hint="give at least one system, size, model and batch")
     spec_dict = spec.model_dump()
@@ -238,7 +243,8 @@ def default_factory(job: Job, catalog: Any) -> tuple[Any, Evaluator]:
     fabric = catalog.fabric(job.fabric)
     ev = AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=job.num_gpus,
                              global_batch=job.global_batch, seq_len=job.seq_len, dtype=job.dtype,
-                             oversubscription=job.oversubscription)
+                             oversubscription=job.oversubscription, catalog=catalog,
+                             extra=dict(job.engine_options))
     return model, ev
 
 
