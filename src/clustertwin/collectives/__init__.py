@@ -25,7 +25,16 @@ from .core import (
     sweep,
 )
 from .params import CollectiveParams, resolve_params
-from .validation import predict_busbw_row
+
+
+def __getattr__(name: str):
+    # lazy, so that ``python -m clustertwin.collectives.validation`` does not import itself twice
+    if name == "predict_busbw_row":
+        from .validation import predict_busbw_row
+
+        return predict_busbw_row
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ALGORITHMS",

@@ -142,8 +142,11 @@ def _prepare(size_bytes, n_ranks, ranks_per_domain):
     S, n, g = np.broadcast_arrays(S, n, g)
     if np.any(S < 0) or np.any(~np.isfinite(S)):
         raise InputError("message size must be a finite number of bytes >= 0")
-    if np.any(n < 1) or np.any(g < 1):
-        raise InputError("n_ranks and ranks_per_domain must be >= 1", hint="a group has at least one rank")
+    if np.any(~np.isfinite(n)) or np.any(n < 0) or np.any(~np.isfinite(g)) or np.any(g < 0):
+        raise InputError("n_ranks and ranks_per_domain must be finite and >= 0", hint="a group has at least one rank")
+    # groups of <= 1 rank cost nothing (evaluate() zeroes them); keep the arithmetic finite
+    n = np.maximum(n, 1.0)
+    g = np.clip(g, 1.0, n)
     return S, n, g, scalar
 
 
@@ -189,7 +192,7 @@ def collective_time(
         (aliases such as ``allreduce``, ``alltoall``, ``sendrecv`` are accepted).
     size_bytes : nccl-tests ``size``: the full buffer S in bytes (all-gather: the gathered output,
         reduce-scatter: the input, all-to-all: one rank's send buffer). Scalar or array.
-    n_ranks : ranks in the group. Scalar or array.
+    n_ranks : ranks in the group. Scalar or array; groups of 0 or 1 rank take 0 s.
     ranks_per_domain : how many of the group's ranks sit in one scale-up (NVLink) domain; the group
         spans ``ceil(n_ranks / ranks_per_domain)`` domains. Scalar or array (clipped to n_ranks).
     system, scaleout : hardware (SystemSpec; ScaleOutTech gives the NIC line rate and efficiency).

@@ -149,9 +149,11 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
     nic_host = system.nics_per_host * scaleout.port_bw
     base = {k: tuple(x * US for x in _arr3(v)) for k, v in t["base_latency_us"].items()}
     hw_intra = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"][intra_kind].items()}
-    # NCCL's network latencies are for RDMA NICs; a fabric whose end-host latency is higher (TCP
-    # sockets) pays the difference on every network step.
-    extra = max(0.0, scaleout.nic_latency_s - float(t["reference_nic_latency_us"]) * US)
+    # NCCL's network latencies are for an RDMA NIC on an InfiniBand fat tree; a fabric whose path
+    # (end host + 3 switch hops, leaf-spine-leaf) is slower (RoCE switches, TCP sockets) pays the
+    # difference on every network step.
+    path = scaleout.nic_latency_s + 3 * scaleout.hop_latency_s
+    extra = max(0.0, path - float(t["reference_path_latency_us"]) * US)
     hw_net = {k: tuple(x * US + (extra if x > 0 else 0.0) for x in _arr3(v)) for k, v in t["hw_latency_us"]["net"].items()}
     for k in ("nvls", "nvlstree"):
         hw_intra.setdefault(k, (0.0, 0.0, 0.0))
