@@ -91,6 +91,21 @@ def test_array_inputs_broadcast_and_scalars_give_float(h100):
 def test_group_of_one_rank_costs_nothing(h100):
     system, fabric = h100
     assert collective_time("all_reduce", 1e9, 1, 1, system, fabric) == 0.0
+    t = collective_time("all_to_all", 1e6, np.array([0, 1, 2]), np.array([0, 1, 2]), system, fabric)
+    assert t[0] == 0.0 and t[1] == 0.0 and t[2] > 0
+    with pytest.raises(InputError):
+        collective_time("all_reduce", 1e6, -2, 1, system, fabric)
+
+
+def test_slower_fabric_path_costs_latency_not_bandwidth(catalog):
+    system = catalog.system("hgx-h100")
+    ib, tcp = catalog.fabric("ib-ndr-400g"), catalog.fabric("eth-tcp-100g")
+    import dataclasses
+
+    tcp_fast = dataclasses.replace(tcp, port_bw=ib.port_bw, protocol_efficiency=ib.protocol_efficiency)
+    small_ib = collective_time("all_reduce", 8, 64, 8, system, ib)
+    small_tcp = collective_time("all_reduce", 8, 64, 8, system, tcp_fast)
+    assert small_tcp > small_ib + 10e-6  # TCP end-host latency on every network step
 
 
 def test_every_collective_and_algorithm_runs(h100, a100):
