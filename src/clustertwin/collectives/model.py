@@ -206,7 +206,7 @@ def hierarchical(P: CollectiveParams, S, n, g):
     domains on each rank's own NIC share (g parallel rings), all-gather inside the domain
     (MODELLING.md §7; Jia et al. 2018 "hierarchical all-reduce"). Each stage takes its best protocol."""
     g, d = _domains(n, g)
-    rs = ring(P, "ag", S, g, g).min(axis=0)
+    rs = np.where(g > 1, ring(P, "ag", S, g, g).min(axis=0), 0.0)
     ag = rs
     inter = ring(P, "ar", S / g, d, np.ones_like(d)).min(axis=0)
     t = rs + ag + np.where(d > 1, inter, 0.0)
