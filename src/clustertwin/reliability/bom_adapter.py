@@ -42,6 +42,7 @@ def counts_from_bom(system: SystemSpec, domains: int, fabric: ScaleOutTech | Non
         transceivers=tot("optical transceivers", "scale-up") + tot("optical transceivers", "scale-out"),
         scaleup_transceivers=tot("optical transceivers", "scale-up"),
         cables=cables,
+        scaleup_cables=tot("optical links", "scale-up") + tot("copper", "scale-up"),
         frontend_switches=tot("switches, front-end"),
         frontend_nics=tot("NICs, front-end"),
         frontend_transceivers=tot("optical transceivers", "front-end"),

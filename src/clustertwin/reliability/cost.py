@@ -1,8 +1,8 @@
 """Capital and operating cost of a design, and the derived efficiency figures.
 
     capex  = N_acc * price_per_device (all-in system share: accelerator, CPUs, memory, scale-up
-             switches, NICs, scale-up optics) + N_switch * switch_price + N_scaleout_transceiver *
-             transceiver_price + N_cable * cable_price
+             switches, NICs, scale-up optics and cables) + N_switch * switch_price
+             + N_scaleout_transceiver * transceiver_price + N_scaleout_cable * cable_price + front-end network
     cost/h = capex / (amortisation_years * 8760 h) + P_facility[kW] * energy price [USD/kWh]
 
 Derived (with tokens/s from the step-time estimate and the goodput ETTR):
@@ -96,7 +96,7 @@ def cost(system: SystemSpec, fabric: ScaleOutTech | None, counts: ComponentCount
         "scaleout_switches": counts.scaleout_switches * fab("switch_price_usd", "scaleout_switch_usd", "switch price (USD)"),
         "transceivers": max(counts.transceivers - counts.scaleup_transceivers, 0.0)
         * fab("transceiver_price_usd", "transceiver_usd", "transceiver price (USD)"),
-        "cables": counts.cables * fab("cable_price_usd", "cable_usd", "cable price (USD)"),
+        "cables": max(counts.cables - counts.scaleup_cables, 0.0) * fab("cable_price_usd", "cable_usd", "cable price (USD)"),
     }
     if counts.frontend_switches or counts.frontend_transceivers or counts.frontend_cables:
         by["frontend_network"] = (counts.frontend_switches * fab("switch_price_usd", "scaleout_switch_usd", "switch price (USD)")

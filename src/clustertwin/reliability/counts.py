@@ -26,6 +26,7 @@ class ComponentCounts:
     transceivers: float = 0.0  # optical modules, scale-up and scale-out
     scaleup_transceivers: float = 0.0  # the part of ``transceivers`` inside the scale-up domain (priced with the system)
     cables: float = 0.0  # optical links and copper cables of the scale-up and scale-out fabrics
+    scaleup_cables: float = 0.0  # the part of ``cables`` inside the scale-up domain (priced with the system)
     frontend_switches: float = 0.0  # front-end / storage network (power and cost only, not failures)
     frontend_nics: float = 0.0
     frontend_transceivers: float = 0.0
