@@ -124,6 +124,26 @@ def _modern_stack(row: dict[str, str]) -> bool:
     return True
 
 
+# When a row says its virtual-pipeline value is a placeholder (interleaved schedule, V not printed), use the
+# layout of NVIDIA's published interleaved recipes for the same model class: 2 layer slots per virtual
+# stage, counting embedding and loss as one slot each (Megatron-Bridge Llama 3.1 405B: pp 8 x vpp 8 and
+# pp 16 x vpp 4 for 126 + 2 slots).
+_LAYERS_PER_VIRTUAL_STAGE = 2
+
+
+def _virtual_stages(row: dict[str, str]) -> int:
+    v = max(1, _int(row, "virtual_pipeline", 1))
+    pp = max(1, _int(row, "pp", 1))
+    text = (row.get("inferred_fields") or "") + " " + (row.get("notes") or "")
+    if v == 1 and pp > 1 and re.search(r"virtual_pipeline\s*=\s*1 is a placeholder", text):
+        slots = _int(row, "num_layers") + 2
+        v = max(1, slots // (pp * _LAYERS_PER_VIRTUAL_STAGE))
+        m = _int(row, "global_batch") // max(1, _int(row, "dp", 1) * _int(row, "micro_batch", 1))
+        while v > 1 and (m % pp or slots % (pp * v)):
+            v -= 1
+    return v
+
+
 def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     modern = _modern_stack(row)
     zero = _int(row, "zero_stage")
@@ -131,12 +151,16 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     tp = _int(row, "tp", 1)
     return make_plan(
         gpus=_int(row, "num_gpus"), tp=tp, pp=_int(row, "pp", 1), dp=_int(row, "dp", 1), cp=_int(row, "cp", 1),
-        ep=_int(row, "ep", 1), vpp=max(1, _int(row, "virtual_pipeline", 1)), micro_batch=_int(row, "micro_batch", 1),
+        ep=_int(row, "ep", 1), vpp=_virtual_stages(row), micro_batch=_int(row, "micro_batch", 1),
         global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len", 2048),
         sequence_parallel=_int(row, "sequence_parallel") == 1 and tp > 1, zero=zero if zero else (3 if fsdp else 0),
         fsdp=fsdp and zero >= 3,
         recompute=(row.get("recompute") or "none").strip(), dtype=(row.get("precision") or "bf16").strip(),
         flash_attention=modern, overlap=modern, uneven_pipeline=True,
+        # current Megatron-Core / Megatron-Bridge performance recipes reduce gradients in BF16
+        # (grad_reduce_in_fp32=False); the 2021-22 runs reduced FP32 main gradients
+        grad_reduce_bytes=2 if modern else 4,
+        cp_comm="allgather" if re.search(r"CP uses all-gather", row.get("notes") or "", re.IGNORECASE) else "p2p",
     )
 
 

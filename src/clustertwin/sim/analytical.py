@@ -49,6 +49,7 @@ class _Opts:
     flash: bool
     overlap: bool
     grad_reduce_bytes: float
+    cp_comm: str = "p2p"
 
 
 def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opts) -> dict[str, np.ndarray]:
@@ -56,7 +57,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     mb, rc, zero, gb, sp, etp = (arr[k] for k in ("micro_batch", "recompute", "zero", "global_batch", "sp", "etp"))
     c = stage_costs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, recompute=rc,
                     zero=zero, global_batch=gb, seq_len=o.seq_len, sp=sp, etp=etp, flash=o.flash,
-                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes)
+                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm)
     shape = c["layer_fwd_gemm_s"].shape
     t = np.broadcast_to(np.asarray(tp, dtype=float), shape)
     p = np.broadcast_to(np.asarray(pp, dtype=float), shape)
@@ -78,9 +79,11 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     tp_exposed = np.where(can_ov, np.maximum(tp_total / np.maximum(t, 1.0), tp_total - window), tp_total)
     tp_slow = np.where(can_ov, sigma * np.minimum(tp_total, window), 0.0)
     # CP ring: hops overlap the attention core of the previous chunk
-    cp_exposed = np.maximum(0.0, c["cp_comm_fwd_s"] - c["layer_fwd_attn_s"]) + np.maximum(
+    cp_ring = np.maximum(0.0, c["cp_comm_fwd_s"] - c["layer_fwd_attn_s"]) + np.maximum(
         0.0, c["cp_comm_bwd_s"] - c["layer_bwd_attn_s"])
-    cp_slow = sigma * np.minimum(c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"], attn_layer)
+    cp_ov = c["cp_overlappable"] > 0.5
+    cp_exposed = np.where(cp_ov, cp_ring, c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"])
+    cp_slow = np.where(cp_ov, sigma * np.minimum(c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"], attn_layer), 0.0)
     ep_exposed = c["ep_comm_fwd_s"] + c["ep_comm_bwd_s"]
 
     t_layer = gemm_layer + attn_layer + mem_layer + rec_layer + tp_exposed + tp_slow + cp_exposed + cp_slow + ep_exposed
@@ -172,7 +175,7 @@ def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.
 
 def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plans: dict[str, Any], *,
                    seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
-                   overlap: bool = True, grad_reduce_bytes: float = 4.0, catalog: Any = None,
+                   overlap: bool = True, grad_reduce_bytes: float = 4.0, cp_comm: str = "p2p", catalog: Any = None,
                    hardware: Hardware | None = None) -> dict[str, np.ndarray]:
     """Evaluate many plans at once. ``plans`` maps degree names to arrays (broadcast together):
     tp, pp, dp, cp, ep, vpp, micro_batch, recompute (code 0/1/2 or names), zero; optional
@@ -204,7 +207,8 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     a = dict(zip(keys, bcast, strict=True))
 
     hw = hardware or make_hardware(system, fabric, dtype, catalog)
-    o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes)
+    o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes,
+              cp_comm=cp_comm)
     valid = _valid_mask(model, a, seq)
     # evaluate invalid plans with safe degrees (results masked by `valid`)
     safe = dict(a)
@@ -285,7 +289,8 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
     hw = make_hardware(system, fabric, plan.dtype, catalog)
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
-                         grad_reduce_bytes=plan.grad_reduce_bytes, catalog=catalog, hardware=hw)
+                         grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,
+                         hardware=hw)
     f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     step = f["step_time_s"]
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}

@@ -261,7 +261,7 @@ STAGE_COST_FIELDS = (
     "layer_fwd_gemm_s", "layer_bwd_gemm_s", "layer_fwd_attn_s", "layer_bwd_attn_s",
     "layer_fwd_mem_s", "layer_bwd_mem_s", "layer_recompute_s",
     "tp_comm_fwd_s", "tp_comm_bwd_s", "tp_comm_recompute_s", "tp_bytes_per_collective",
-    "cp_comm_fwd_s", "cp_comm_bwd_s", "ep_comm_fwd_s", "ep_comm_bwd_s", "ep_bytes_per_a2a",
+    "cp_comm_fwd_s", "cp_comm_bwd_s", "cp_overlappable", "ep_comm_fwd_s", "ep_comm_bwd_s", "ep_bytes_per_a2a",
     # per micro-batch, last stage
     "logits_fwd_s", "logits_bwd_s",
     # pipeline
@@ -275,7 +275,7 @@ STAGE_COST_FIELDS = (
 
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
                 zero, global_batch, seq_len, sp=True, etp=1, flash: bool = True, overlap: bool = True,
-                grad_reduce_bytes: float = 4.0) -> dict[str, np.ndarray]:
+                grad_reduce_bytes: float = 4.0, cp_comm: str = "p2p") -> dict[str, np.ndarray]:
     """Granular costs of one pipeline stage (see STAGE_COST_FIELDS). All inputs broadcast."""
     tp, pp, dp, cp, ep, vpp, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
         *(np.asarray(x) for x in (tp, pp, dp, cp, ep, vpp, micro_batch, recompute, zero, global_batch, sp, etp)))
@@ -419,12 +419,21 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     tp_b = 2.0 * one
     tp_rc = np.where(rc == 2, tp_f, 0.0)
 
-    # ---- CP: ring exchange of K,V chunks (c-1 hops fwd; K,V + dK,dV bwd) ---------------------------
+    # ---- CP: ring exchange of K,V chunks (c-1 hops fwd; K,V + dK,dV bwd), overlapped with the
+    # attention core by the composer; or all-gather of K,V (fwd) + reduce-scatter of dK,dV (bwd), exposed
     kv_bytes = b * s_q * kv_elems * 2.0
     r_cp = ranks_per_domain(c, t, hw.domain)
-    hop = collective_time(SEND_RECV, kv_bytes, np.where(c > 1, 2.0, 1.0), np.where(r_cp >= c, 2.0, 1.0), hw)
-    cp_f = (c - 1) * hop
-    cp_b = 2.0 * (c - 1) * hop
+    if cp_comm == "allgather":
+        ag_kv = collective_time(ALL_GATHER, kv_bytes * c, c, r_cp, hw)
+        rs_kv = collective_time(REDUCE_SCATTER, kv_bytes * c, c, r_cp, hw)
+        cp_f = ag_kv
+        cp_b = ag_kv + rs_kv
+        cp_hidden = np.zeros_like(tok)
+    else:
+        hop = collective_time(SEND_RECV, kv_bytes, np.where(c > 1, 2.0, 1.0), np.where(r_cp >= c, 2.0, 1.0), hw)
+        cp_f = (c - 1) * hop
+        cp_b = 2.0 * (c - 1) * hop
+        cp_hidden = np.ones_like(tok)
 
     # ---- logits (last stage): GEMM + cross-entropy in FP32 ----------------------------------------
     lf, lb = gemm_train_time(hw, tok, V / t, h, in_bytes=2.0)
@@ -471,7 +480,7 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "layer_fwd_mem_s": mem_f, "layer_bwd_mem_s": mem_b, "layer_recompute_s": recompute_s,
         "tp_comm_fwd_s": tp_f, "tp_comm_bwd_s": tp_b, "tp_comm_recompute_s": tp_rc,
         "tp_bytes_per_collective": tp_bytes,
-        "cp_comm_fwd_s": cp_f, "cp_comm_bwd_s": cp_b, "ep_comm_fwd_s": ep_f, "ep_comm_bwd_s": ep_b,
+        "cp_comm_fwd_s": cp_f, "cp_comm_bwd_s": cp_b, "cp_overlappable": cp_hidden, "ep_comm_fwd_s": ep_f, "ep_comm_bwd_s": ep_b,
         "ep_bytes_per_a2a": ep_bytes,
         "logits_fwd_s": logits_f, "logits_bwd_s": logits_b,
         "pp_p2p_s": pp_p2p, "pp_bytes": pp_bytes, "layers_per_stage": layers_per_stage,

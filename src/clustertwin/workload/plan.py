@@ -48,6 +48,7 @@ class ParallelPlan:
     overlap: bool = True
     grad_reduce_bytes: int = 4  # Megatron default: FP32 gradient reduction
     uneven_pipeline: bool = False  # allow layers not divisible by pp*vpp (custom stage layouts)
+    cp_comm: str = "p2p"  # "p2p" ring exchange overlapped with attention (Megatron), "allgather" (Llama 3)
 
     @property
     def num_gpus(self) -> int:
@@ -94,6 +95,7 @@ def make_plan(
     overlap: bool = True,
     grad_reduce_bytes: int = 4,
     uneven_pipeline: bool = False,
+    cp_comm: str = "p2p",
 ) -> ParallelPlan:
     """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp."""
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp), ("vpp", vpp),
@@ -126,6 +128,8 @@ def make_plan(
         from ..errors import closest
 
         raise InputError(f"unknown dtype {dtype!r}", suggestions=closest(dtype, DTYPES), hint="use " + ", ".join(DTYPES))
+    if cp_comm not in ("p2p", "allgather"):
+        raise InputError(f"unknown CP communication {cp_comm!r}", hint="use p2p (ring) or allgather")
     if zero not in (0, 1, 2, 3):
         raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}")
     plan = ParallelPlan(
@@ -134,6 +138,7 @@ def make_plan(
         sequence_parallel=bool(sequence_parallel and tp > 1), zero=int(zero), fsdp=bool(fsdp),
         recompute=recompute, dtype=dtype, flash_attention=flash_attention, overlap=overlap,
         grad_reduce_bytes=int(grad_reduce_bytes), uneven_pipeline=bool(uneven_pipeline),
+        cp_comm=cp_comm,
     )
     if gpus is not None and plan.num_gpus != gpus:
         raise InputError(
