@@ -121,3 +121,20 @@ def test_plan_defaults_and_runner_up(catalog):
     assert set(doc["plans"][0]) >= {"tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
                                      "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
                                      "memory_gb_per_gpu", "fits_memory", "breakdown", "bottleneck"}
+
+
+def test_fixed_axis_that_cannot_work_names_the_values_that_can(catalog):
+    req = PlanRequest(model=SHAPE, system="hgx-h100", num_gpus=64, global_batch=256, seq_len=4096,
+                      options=SpaceOptions(fixed={"cp": (3,)}))
+    with pytest.raises(InputError) as exc:
+        plan(req, catalog, evaluator_for=lambda n: FakeEvaluator(num_gpus=n))
+    assert "has --cp 3" in exc.value.message and "--cp 1/2/4" in exc.value.hint
+
+
+def test_explicit_tp_may_span_domains():
+    s = structural_space(SHAPE, num_gpus=64, domain_size=8, global_batch=256, seq_len=4096,
+                         options=SpaceOptions(fixed={"tp": (16,)}))
+    assert s["tp"].size and set(s["tp"].tolist()) == {16}
+    bad = structural_space(SHAPE, num_gpus=64, domain_size=8, global_batch=256, seq_len=4096,
+                           options=SpaceOptions(fixed={"tp": (64,)}))  # 64 does not divide the 8 KV heads... nor 32 heads
+    assert bad["tp"].size == 0

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputError
 from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
 from .search import SearchResult, explain_runner_up, minimum_gpus, search, usable_gpu_counts
@@ -133,6 +135,23 @@ def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: i
                       domain: int, req: PlanRequest, make: Callable[[int], Evaluator]) -> None:
     acc = system.accelerator
     chip = acc.name if "GB" in acc.name else f"{acc.name} ({acc.hbm_bytes / 1e9:.0f} GB)"
+    if res.stats.num_structural == 0 and req.options.fixed:
+        import dataclasses
+
+        free = dataclasses.replace(req.options, fixed={})
+        sp = structural_space(shape, num_gpus=gpus, domain_size=domain, global_batch=gb, seq_len=seq, options=free)
+        if space_size(sp):
+            from .space import RECOMPUTE
+
+            def show(axis: str, vals) -> str:
+                return "/".join(RECOMPUTE[v] for v in vals) if axis == "recompute" else "/".join(str(v) for v in vals)
+
+            asked = ", ".join(f"--{k.replace('_', '-')} {show(k, v)}" for k, v in req.options.fixed.items())
+            valid = "; ".join(f"--{k.replace('_', '-')} {show(k, np.unique(sp[k]).tolist())}" for k in req.options.fixed)
+            raise InputError(
+                f"no valid layout of {shape.name} on {gpus} GPUs (global batch {gb}, seq-len {seq}) has {asked}",
+                hint=f"values that can work here: {valid}",
+            )
     if res.stats.num_structural == 0:
         near = usable_gpu_counts(shape, near=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
                                  options=req.options)

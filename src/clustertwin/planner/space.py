@@ -119,8 +119,9 @@ def divisors(n: int) -> np.ndarray:
 
 
 def _restrict(name: str, cands: np.ndarray, opts: SpaceOptions) -> np.ndarray:
+    """Fixed values (``--tp 8``) narrow an axis to those of them that pass the axis' rules."""
     if name in opts.fixed:
-        return np.asarray(sorted(set(opts.fixed[name])), dtype=np.int64)
+        return np.intersect1d(np.asarray(sorted(set(opts.fixed[name])), dtype=np.int64), cands)
     return cands
 
 
@@ -154,20 +155,25 @@ def structural_space(
     if shape.ffn_hidden_size:
         tp_ok &= shape.ffn_hidden_size % div_n == 0
     tp = div_n[tp_ok]
-    if not opts.tp_across_domains:
+    # a TP/EP degree the user fixed explicitly may span domains (they asked for it)
+    if not opts.tp_across_domains and "tp" not in opts.fixed:
         tp = tp[d % tp == 0]
-    pp = div_n[(div_n <= min(L, opts.max_pp))]
-    cp = div_n[(div_n <= opts.max_cp) & ((div_n == 1) | (seq_len % (2 * div_n) == 0))]
-    vpp = np.arange(1, opts.max_vpp + 1, dtype=np.int64)
+    pp_max = L if "pp" in opts.fixed else min(L, opts.max_pp)
+    pp = div_n[div_n <= pp_max]
+    cp_max = n if "cp" in opts.fixed else opts.max_cp
+    cp = div_n[(div_n <= cp_max) & ((div_n == 1) | (seq_len % (2 * div_n) == 0))]
+    v_max = max([opts.max_vpp, *opts.fixed.get("vpp", ())])
+    vpp = np.arange(1, v_max + 1, dtype=np.int64)
     if shape.is_moe:
         ep = div_n[shape.num_experts % div_n == 0]
-        if not opts.ep_across_domains:
+        if not opts.ep_across_domains and "ep" not in opts.fixed:
             ep = ep[d % ep == 0]
     else:
         ep = np.ones(1, dtype=np.int64)
-    mb = np.asarray(sorted(set(opts.micro_batches)), dtype=np.int64)
-    zero = np.asarray(sorted(set(opts.zero_stages)), dtype=np.int64)
-    rc = np.asarray(sorted({RECOMPUTE.index(r) for r in opts.recompute}), dtype=np.int64)
+    mb = np.asarray(sorted(set(opts.micro_batches) | set(opts.fixed.get("micro_batch", ()))), dtype=np.int64)
+    zero = np.asarray(sorted(set(opts.zero_stages) | set(opts.fixed.get("zero", ()))), dtype=np.int64)
+    rc = np.asarray(sorted({RECOMPUTE.index(r) for r in opts.recompute} | set(opts.fixed.get("recompute", ()))),
+                    dtype=np.int64)
 
     tp, pp, cp, vpp, ep, mb, zero, rc = (
         _restrict(k, v, opts)
