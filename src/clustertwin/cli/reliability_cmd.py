@@ -326,6 +326,9 @@ def compare_cmd(
     names = [d.name for d in ds]
     if len(set(names)) != len(names):
         raise InputError("the same design is listed twice", hint="give each design once")
+    file_models = {d.model for d in ds if d.model}
+    if model is None and len(file_models) == 1:
+        model = file_models.pop()  # every scenario file names the same model
     m = _model(model)
     perf: dict[str, dict] = {}
     omitted = None
