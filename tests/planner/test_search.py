@@ -136,5 +136,5 @@ def test_explicit_tp_may_span_domains():
                          options=SpaceOptions(fixed={"tp": (16,)}))
     assert s["tp"].size and set(s["tp"].tolist()) == {16}
     bad = structural_space(SHAPE, num_gpus=64, domain_size=8, global_batch=256, seq_len=4096,
-                           options=SpaceOptions(fixed={"tp": (64,)}))  # 64 does not divide the 8 KV heads... nor 32 heads
+                           options=SpaceOptions(fixed={"tp": (64,)}))  # more than the 32 heads
     assert bad["tp"].size == 0

@@ -40,6 +40,7 @@ def plan_cmd(
     seq_len: _opt_int("--seq-len", "Sequence length (default: the model's).") = None,
     fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="GEMM precision.")] = "bf16",
+    oversubscription: Annotated[float, typer.Option("--oversubscription", help="Scale-out leaf down:up ratio (>= 1).")] = 1.0,
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
     engine: Annotated[str, typer.Option("--engine", help="analytical | event (re-ranks the top plans).")] = "analytical",
     tp: _opt_int("--tp", "Fix tensor parallelism.") = None,
@@ -61,6 +62,9 @@ def plan_cmd(
     from ..planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest, plan
     from ..planner.space import RECOMPUTE, SpaceOptions
 
+    if not oversubscription >= 1.0:
+        raise InputError(f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
+                         hint="1 is a non-blocking fat tree; 2 means 2:1")
     fixed = {k: (v,) for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
                                    ("zero", zero), ("micro_batch", micro_batch)) if v is not None}
     for k, v in fixed.items():
@@ -76,6 +80,7 @@ def plan_cmd(
                         zero_stages=(0, 1, 2, 3) if zero is None else (zero,))
     req = PlanRequest(model=model or DEFAULT_MODEL, system=system or DEFAULT_SYSTEM, num_gpus=gpus, domains=domains,
                       global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
+                      oversubscription=oversubscription,
                       engine=engine, options=opts, distinct_layouts=not all_variants, workers=workers)
     defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
     report = plan(req, catalog_from(catalog))

@@ -8,7 +8,7 @@ from ..errors import InputError
 
 
 def event_estimate(rec: dict[str, Any], *, model: Any, system: Any, fabric: Any, gpus: int, global_batch: int,
-                   seq_len: int, dtype: str) -> dict[str, Any]:
+                   seq_len: int, dtype: str, catalog: Any = None) -> dict[str, Any]:
     """Time one plan (a planner record) with the event engine; returns estimate-style metrics."""
     try:
         from ..sim import event  # noqa: F401
@@ -23,7 +23,7 @@ def event_estimate(rec: dict[str, Any], *, model: Any, system: Any, fabric: Any,
     p = make_plan(gpus=gpus, tp=rec["tp"], pp=rec["pp"], cp=rec["cp"], ep=rec["ep"], vpp=rec["vpp"],
                   micro_batch=rec["micro_batch"], global_batch=global_batch, seq_len=seq_len, zero=rec["zero"],
                   recompute=rec["recompute"], dtype=dtype)
-    out = simulate(model, system, fabric, p)
+    out = simulate(model, system, fabric, p, catalog=catalog)
     return out if isinstance(out, dict) else _as_dict(out)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
+from .evaluator import AnalyticalEvaluator, Evaluator, oversubscribed, resolve_model
 from .search import SearchResult, explain_runner_up, minimum_gpus, search, usable_gpu_counts
 from .space import ModelShape, SpaceOptions, space_size, structural_space
 
@@ -116,8 +116,9 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     records = res.records()
     engine = "analytical"
     if req.engine == "event":
-        records = rerank_event(records, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=gb,
-                               seq_len=seq, dtype=req.dtype)
+        records = rerank_event(records, model=model, system=system,
+                               fabric=oversubscribed(fabric, req.oversubscription), gpus=gpus, global_batch=gb,
+                               seq_len=seq, dtype=req.dtype, catalog=catalog)
         engine = "event"
     records = records[: req.top_k]
     for i, r in enumerate(records):
@@ -190,7 +191,7 @@ def _batch_candidates(gb: int, gpus: int) -> list[int]:
 
 
 def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabric: Any, gpus: int,
-                 global_batch: int, seq_len: int, dtype: str) -> list[dict[str, Any]]:
+                 global_batch: int, seq_len: int, dtype: str, catalog: Any = None) -> list[dict[str, Any]]:
     """Re-time the analytical top plans with the event-driven engine and re-sort by its throughput."""
     from .event_adapter import event_estimate
 
@@ -199,7 +200,7 @@ def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabr
         rr = dict(r)
         try:
             e = event_estimate(r, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=global_batch,
-                               seq_len=seq_len, dtype=dtype)
+                               seq_len=seq_len, dtype=dtype, catalog=catalog)
         except InputError as exc:
             if "not available" in exc.message:
                 raise
