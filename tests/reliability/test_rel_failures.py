@@ -104,3 +104,14 @@ def test_overlay_file_and_bad_overlay(tmp_path):
 
 def test_scaled_model_scales_rates(fm):
     assert np.allclose(fm.scaled(2.0).class_rates({"accelerator": 10}), 2 * fm.class_rates({"accelerator": 10}))
+
+
+def test_bom_counts_of_the_llama3_cluster_equal_the_reference_exposure(fm, llama_design):
+    # The reference network exposure is the BOM's count for 16,384 NICs on a radix-64 fat tree, so the
+    # command-line prediction for the Llama 3 job is 419 exactly, not just approximately.
+    if "bill of materials" not in llama_design.counts.source:
+        pytest.skip("cluster.bom not available")
+    exp = llama_design.counts.exposure()
+    for k in ("accelerator", "host", "nic", "switch", "transceiver", "cable"):
+        assert exp[k] == pytest.approx(fm.reference_exposure[k]), k
+    assert fm.job_rate(exp) * 54 * DAY == pytest.approx(419.0)
