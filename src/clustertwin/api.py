@@ -1,0 +1,166 @@
+"""The facade the CLI and the web app call. Returns results, never prints.
+
+>>> from clustertwin import api
+>>> r = api.estimate(model="gpt3-175b", system="dgx-a100", gpus=1024, tp=8, pp=8, global_batch=1536)
+>>> round(r.mfu, 2) > 0
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError
+from .workload.model import ModelSpec, get_model, model_from_dict
+from .workload.plan import ParallelPlan, check_plan, make_plan
+
+ENGINES = ("analytical", "event")
+
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
+              "sequence_parallel", "zero", "fsdp", "recompute", "dtype", "flash_attention", "overlap",
+              "grad_reduce_bytes", "uneven_pipeline", "cp_comm")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Three orthogonal inputs: model, hardware (system + scale-out fabric), parallel plan."""
+
+    model: ModelSpec
+    system: Any  # SystemSpec
+    fabric: Any  # ScaleOutTech
+    plan: ParallelPlan
+    name: str = ""
+    catalog: Any = field(default=None, compare=False, repr=False)
+
+
+def _catalog(catalog=None, catalog_paths=()):
+    if catalog is not None:
+        return catalog
+    from .catalog import load_catalog
+
+    return load_catalog(tuple(catalog_paths or ()))
+
+
+def resolve_model(model: str | ModelSpec | dict, model_files: tuple[str, ...] = ()) -> ModelSpec:
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, dict):
+        data = dict(model)
+        base = data.pop("base", None)
+        mid = str(data.pop("id", data.get("name", "custom"))).lower().replace(" ", "-")
+        if base:
+            return get_model(base, model_files).with_(id=mid, **data)
+        return model_from_dict(mid, data, origin="scenario")
+    return get_model(str(model), model_files)
+
+
+def build_scenario(*, model: str | ModelSpec | dict, system: str, gpus: int | None = None, fabric: str | None = None,
+                   catalog=None, catalog_paths=(), model_files: tuple[str, ...] = (), name: str = "",
+                   **plan_kw: Any) -> Scenario:
+    cat = _catalog(catalog, catalog_paths)
+    m = resolve_model(model, model_files)
+    sysspec = cat.system(system)
+    fab = cat.fabric(fabric or sysspec.default_scaleout)
+    unknown = set(plan_kw) - set(_PLAN_KEYS)
+    if unknown:
+        from .errors import closest
+
+        k = sorted(unknown)[0]
+        raise InputError(f"unknown plan field {k!r}", suggestions=closest(k, _PLAN_KEYS), hint="fields: " + ", ".join(_PLAN_KEYS))
+    kw = {k: v for k, v in plan_kw.items() if v is not None}
+    kw.setdefault("seq_len", m.seq_len)
+    plan = make_plan(gpus=gpus, **kw)
+    check_plan(m, plan)
+    return Scenario(model=m, system=sysspec, fabric=fab, plan=plan, name=name, catalog=cat)
+
+
+def load_scenario(path: str | Path, *, catalog=None, catalog_paths=(), overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read a scenario YAML: ``model`` (zoo id or mapping), ``system``, ``fabric``, ``gpus``, ``plan``."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise InputError(f"scenario file {str(p)!r} does not exist", hint="see scenarios/*.yaml for examples") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"scenario file {str(p)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"scenario file {str(p)!r} must be a mapping with model, system, gpus and plan")
+    allowed = {"name", "description", "model", "system", "fabric", "gpus", "plan", "source"}
+    bad = set(data) - allowed
+    if bad:
+        from .errors import closest
+
+        k = sorted(bad)[0]
+        raise InputError(f"scenario {str(p)!r}: unknown key {k!r}", suggestions=closest(k, allowed),
+                         hint="keys: " + ", ".join(sorted(allowed)))
+    for key in ("model", "system"):
+        if key not in data:
+            raise InputError(f"scenario {str(p)!r} has no {key!r}", hint="give model, system, gpus and plan")
+    plan = dict(data.get("plan") or {})
+    plan.update({k: v for k, v in (overrides or {}).items() if v is not None and k in _PLAN_KEYS})
+    ov = overrides or {}
+    return build_scenario(
+        model=ov.get("model") or data["model"], system=ov.get("system") or data["system"],
+        gpus=ov.get("gpus") or data.get("gpus"), fabric=ov.get("fabric") or data.get("fabric"),
+        catalog=catalog, catalog_paths=catalog_paths, name=str(data.get("name") or p.stem), **plan,
+    )
+
+
+def _event_engine():
+    try:
+        return importlib.import_module("clustertwin.sim.event")
+    except ImportError:
+        raise InputError("the event engine is not available in this installation",
+                         hint="use --engine analytical") from None
+
+
+def simulate(scenario: Scenario, *, engine: str = "analytical"):
+    """Step estimate of a scenario with the chosen engine; returns a ``StepResult``."""
+    if engine not in ENGINES:
+        from .errors import closest
+
+        raise InputError(f"unknown engine {engine!r}", suggestions=closest(engine, ENGINES), hint="use analytical or event")
+    if engine == "event":
+        mod = _event_engine()
+        fn = getattr(mod, "estimate", None)
+        if fn is None:
+            raise InputError("the event engine does not provide estimate() yet", hint="use --engine analytical")
+        return fn(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog)
+    from .sim.analytical import estimate as _est
+
+    return _est(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog)
+
+
+def estimate(scenario: Scenario | str | Path | None = None, *, engine: str = "analytical", **kw: Any):
+    """Estimate one training step: pass a ``Scenario``, a scenario YAML path, or keyword arguments
+    (``model``, ``system``, ``gpus``, ``fabric`` and plan fields such as ``tp``, ``pp``, ``global_batch``)."""
+    if scenario is None:
+        scenario = build_scenario(**kw)
+    elif not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario, catalog=kw.pop("catalog", None), overrides=kw)
+    return simulate(scenario, engine=engine)
+
+
+def validate(path: str | Path, *, engine: str = "analytical", catalog=None, catalog_paths=()):
+    """Predict every row of a validation CSV; returns a ``ValidationReport``."""
+    from .validate import validate_file
+
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}", hint="use analytical or event")
+    if engine == "event":
+        _event_engine()
+    return validate_file(path, catalog=_catalog(catalog, catalog_paths), engine=engine)
+
+
+def list_models() -> list[str]:
+    from .workload.model import builtin_models
+
+    return sorted(builtin_models())
+
+
+__all__ = ["ENGINES", "Scenario", "build_scenario", "estimate", "list_models", "load_scenario", "simulate", "validate"]

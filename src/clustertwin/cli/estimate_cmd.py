@@ -1,0 +1,138 @@
+"""``clustertwin estimate`` (one training step) and ``clustertwin validate`` (published measurements)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..errors import InputError
+from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
+
+
+def _int_opt(flag: str, help_: str):
+    return Annotated[int | None, typer.Option(flag, help=help_)]
+
+
+EngineOpt = Annotated[str, typer.Option("--engine", help="analytical | event")]
+
+
+def _result_json(r) -> dict:
+    d = r.to_dict()
+    d["tflops_per_gpu_model"] = r.tflops_per_gpu
+    return d
+
+
+def _render_estimate(r) -> None:
+    t = Table(title=f"{r.model} on {r.num_gpus} x {r.system} ({r.fabric})", show_header=False)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("step time", f"{r.step_time_s:.3f} s")
+    t.add_row("tokens/s", f"{r.tokens_per_s:,.0f}")
+    t.add_row("MFU / HFU", f"{100 * r.mfu:.1f}% / {100 * r.hfu:.1f}%")
+    t.add_row("TFLOP/s per GPU (model / hw)", f"{r.tflops_per_gpu:.1f} / {r.tflops_per_gpu_hw:.1f}")
+    t.add_row("memory per GPU", f"{r.memory_gb_per_gpu:.1f} GB ({'fits' if r.fits_memory else 'DOES NOT FIT'})")
+    console.print(t)
+    b = Table(title="step breakdown")
+    b.add_column("component")
+    b.add_column("seconds", justify="right")
+    b.add_column("share", justify="right")
+    for k, v in sorted(r.breakdown.items(), key=lambda kv: -kv[1]):
+        if v > 0:
+            b.add_row(k, f"{v:.4f}", f"{100 * v / r.step_time_s:.1f}%")
+    console.print(b)
+    mem = ", ".join(f"{k} {v:.1f}" for k, v in r.memory_breakdown_gb.items() if v > 0)
+    console.print(f"memory (GB): {mem}")
+    console.print(f"bottleneck: {r.bottleneck}")
+
+
+@app.command("estimate")
+def estimate_cmd(
+    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (see scenarios/); flags override it.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id from the zoo, or a model YAML file.")] = None,
+    system: Annotated[str | None, typer.Option("--system", help="System id, e.g. dgx-a100, hgx-h100, gb200-nvl72.")] = None,
+    gpus: _int_opt("--gpus", "Number of GPUs.") = None,
+    fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
+    tp: _int_opt("--tp", "Tensor parallel degree.") = None,
+    pp: _int_opt("--pp", "Pipeline parallel degree.") = None,
+    dp: _int_opt("--dp", "Data parallel degree (default: gpus / (tp*pp*cp)).") = None,
+    cp: _int_opt("--cp", "Context parallel degree.") = None,
+    ep: _int_opt("--ep", "Expert parallel degree (inside tp*dp*cp).") = None,
+    vpp: _int_opt("--vpp", "Interleaved virtual stages per pipeline rank.") = None,
+    zero: _int_opt("--zero", "ZeRO stage 0-3 (1 = distributed optimizer).") = None,
+    fsdp: Annotated[bool | None, typer.Option("--fsdp/--no-fsdp", help="Fully sharded data parallel (ZeRO-3).")] = None,
+    micro_batch: _int_opt("--micro-batch", "Sequences per micro-batch.") = None,
+    global_batch: _int_opt("--global-batch", "Sequences per step.") = None,
+    seq_len: _int_opt("--seq-len", "Sequence length (default: the model's).") = None,
+    recompute: Annotated[str | None, typer.Option("--recompute", help="none | selective | full")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4")] = None,
+    sequence_parallel: Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default on when tp > 1).")] = None,
+    overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Communication overlap (Megatron-Core/TE).")] = None,
+    engine: EngineOpt = "analytical",
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Step time, MFU, memory and bottleneck of one training configuration."""
+    from .. import api
+
+    cat = catalog_from(catalog)
+    plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,
+               "micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len, "recompute": recompute,
+               "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap}
+    for k, v in plan_kw.items():
+        if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k == "zero" else 1):
+            raise InputError(f"--{k.replace('_', '-')} must be positive, got {v}", hint="pass a positive integer")
+    if scenario is not None:
+        sc = api.load_scenario(scenario, catalog=cat, overrides={**plan_kw, "model": model, "system": system,
+                                                                 "gpus": gpus, "fabric": fabric})
+    else:
+        missing = [f for f, v in (("--model", model), ("--system", system), ("--gpus", gpus)) if v is None]
+        if missing:
+            raise InputError(f"estimate needs {', '.join(missing)} (or a scenario YAML)",
+                             hint="e.g. clustertwin estimate --model gpt3-175b --system dgx-a100 --gpus 1024 --tp 8 --pp 8 --global-batch 1536")
+        kw = {k: v for k, v in plan_kw.items() if v is not None}
+        if "tp" not in kw:
+            kw["tp"] = 1
+        sc = api.build_scenario(model=model, system=system, gpus=gpus, fabric=fabric, catalog=cat, **kw)
+    r = api.simulate(sc, engine=engine)
+    if json_:
+        emit_json(_result_json(r))
+    else:
+        _render_estimate(r)
+
+
+@app.command("validate")
+def validate_cmd(
+    file: Annotated[Path, typer.Argument(help="Validation CSV (training.csv or collectives.csv format).")],
+    engine: EngineOpt = "analytical",
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Predict every row of a published-measurement CSV: error per row and MAPE."""
+    from .. import api
+
+    rep = api.validate(file, engine=engine, catalog=catalog_from(catalog))
+    if json_:
+        emit_json(rep.to_dict())
+        return
+    unit = rep.rows[0].unit if rep.rows else ""
+    t = Table(title=f"{file.name}: {rep.kind}")
+    t.add_column("id")
+    t.add_column(f"measured ({unit})", justify="right")
+    t.add_column(f"predicted ({unit})", justify="right")
+    t.add_column("error %", justify="right")
+    t.add_column("note")
+    for row in rep.rows:
+        if row.error_pct is None:
+            t.add_row(row.id, f"{row.measured:.4g}" if row.measured else "-", "-", "-", f"not modelled: {row.reason}")
+        else:
+            t.add_row(row.id, f"{row.measured:.4g}", f"{row.predicted:.4g}", f"{row.error_pct:+.1f}", "")
+    console.print(t)
+    mape = rep.mape_pct
+    console.print(
+        f"MAPE {mape:.2f}% over {len(rep.modelled)} rows" if mape is not None else "MAPE n/a (no row modelled)",
+        f"(max |error| {rep.max_abs_error_pct:.1f}%)" if rep.max_abs_error_pct is not None else "",
+        f"; {len(rep.failures)} row(s) not modelled (failures)" if rep.failures else "",
+    )

@@ -1,0 +1,116 @@
+"""Analytical engine: estimate_batch == estimate, breakdown adds up, laws that must hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clustertwin.sim import estimate, estimate_batch
+from clustertwin.sim.analytical import BREAKDOWN
+from clustertwin.sim.costs import builtin_collective_time, make_hardware, stage_costs
+from clustertwin.workload import get_model, make_plan
+
+PLANS = [
+    ("gpt3-175b", "dgx-a100", dict(gpus=1024, tp=8, pp=8, vpp=3, global_batch=1536, recompute="selective")),
+    ("llama3-70b", "hgx-h100", dict(gpus=64, tp=4, pp=8, vpp=5, global_batch=256, seq_len=8192, dtype="fp8")),
+    ("llama3-8b", "hgx-h100", dict(gpus=8, tp=1, global_batch=128, micro_batch=1, seq_len=8192, zero=3, fsdp=True)),
+    ("mixtral-8x7b", "hgx-h100", dict(gpus=64, tp=2, pp=2, ep=8, global_batch=256, seq_len=4096)),
+    ("deepseek-v3", "gb200-nvl72", dict(gpus=256, tp=1, pp=4, vpp=4, ep=64, global_batch=4096, seq_len=4096,
+                                        recompute="selective", uneven_pipeline=True)),
+    ("llama3-405b", "hgx-h100", dict(gpus=16384, tp=8, pp=16, cp=16, global_batch=128, seq_len=131072, zero=2,
+                                     cp_comm="allgather")),
+]
+
+
+@pytest.fixture(scope="module")
+def cat():
+    from clustertwin.catalog import load_catalog
+
+    return load_catalog()
+
+
+@pytest.mark.parametrize("mid,sid,kw", PLANS)
+def test_batch_equals_scalar_and_breakdown_adds_up(cat, mid, sid, kw):
+    m = get_model(mid)
+    s = cat.system(sid)
+    f = cat.fabric(s.default_scaleout)
+    p = make_plan(**kw)
+    r = estimate(m, s, f, p, catalog=cat)
+    assert r.step_time_s > 0 and 0 < r.mfu < 1 and 0 < r.hfu < 1
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    assert set(r.breakdown) == set(BREAKDOWN)
+    assert sum(r.memory_breakdown_gb.values()) == pytest.approx(r.memory_gb_per_gpu, rel=1e-9)
+    plans = {"tp": np.array([p.tp, p.tp]), "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep, "vpp": p.vpp,
+             "micro_batch": p.micro_batch, "recompute": p.recompute_code, "zero": p.zero_effective,
+             "sequence_parallel": p.sequence_parallel, "uneven_pipeline": p.uneven_pipeline}
+    out = estimate_batch(m, s, f, plans, seq_len=p.seq_len, global_batch=p.global_batch, dtype=p.dtype,
+                         flash_attention=p.flash_attention, overlap=p.overlap, grad_reduce_bytes=p.grad_reduce_bytes,
+                         cp_comm=p.cp_comm, catalog=cat)
+    assert out["step_time_s"].shape == (2,)
+    assert out["step_time_s"][1] == r.step_time_s  # identical numbers, not just close
+    assert out["mfu"][0] == r.mfu
+    assert out["memory_gb_per_gpu"][0] == r.memory_gb_per_gpu
+    assert bool(out["valid"][0])
+    for k in BREAKDOWN:
+        assert out["breakdown_" + k][0] == r.breakdown[k]
+
+
+def test_batch_broadcasts_many_plans(cat):
+    m = get_model("llama3-70b")
+    s = cat.system("hgx-h100")
+    f = cat.fabric("ib-ndr-400g")
+    tp = np.array([1, 2, 4, 8, 8, 3])
+    pp = np.array([8, 8, 4, 2, 1, 1])
+    dp = 1024 // (tp * pp)
+    out = estimate_batch(m, s, f, {"tp": tp, "pp": pp, "dp": dp, "cp": 1, "ep": 1, "vpp": 1, "micro_batch": 1,
+                                   "recompute": 0, "zero": 1}, global_batch=1024, seq_len=8192)
+    assert out["step_time_s"].shape == (6,)
+    assert np.all(np.isfinite(out["step_time_s"][:5]))
+    assert not out["valid"][5]  # 64 heads not divisible by tp 3
+    assert out["valid"][:5].all()
+
+
+def test_recompute_costs_time_and_saves_memory(cat):
+    m = get_model("gpt3-175b")
+    s = cat.system("dgx-a100")
+    f = cat.fabric("ib-hdr-200g")
+    res = {rc: estimate(m, s, f, make_plan(gpus=512, tp=8, pp=8, global_batch=512, recompute=rc), catalog=cat)
+           for rc in ("none", "full")}
+    assert res["full"].step_time_s > res["none"].step_time_s
+    assert res["full"].memory_gb_per_gpu < res["none"].memory_gb_per_gpu
+    assert res["full"].hfu > res["full"].mfu
+
+
+def test_slower_fabric_never_faster(cat):
+    m = get_model("llama3-8b")
+    s = cat.system("hgx-h100")
+    p = make_plan(gpus=256, tp=1, global_batch=256, seq_len=8192, zero=0)
+    fast = estimate(m, s, cat.fabric("ib-ndr-400g"), p, catalog=cat)
+    slow = estimate(m, s, cat.fabric("ib-hdr-200g"), p, catalog=cat)
+    assert slow.step_time_s >= fast.step_time_s
+    assert "DP" in slow.bottleneck or slow.breakdown["dp_comm"] >= fast.breakdown["dp_comm"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(size=st.floats(1e3, 1e10), n=st.sampled_from([2, 4, 8, 16, 64, 512]), r=st.sampled_from([1, 2, 4, 8]))
+def test_collective_time_monotone_in_bytes_and_busbw_bounded(cat, size, n, r):
+    hw = make_hardware(cat.system("hgx-h100"), cat.fabric("ib-ndr-400g"), "bf16")
+    r = min(r, n)
+    t1 = float(builtin_collective_time("all_reduce", size, n, r, hw))
+    t2 = float(builtin_collective_time("all_reduce", size * 2, n, r, hw))
+    assert t2 >= t1 > 0
+    busbw = 2 * (n - 1) / n * size / t1
+    assert busbw <= hw.up_bw * (1 + 1e-9)
+
+
+def test_stage_costs_are_granular(cat):
+    m = get_model("llama3-70b")
+    hw = make_hardware(cat.system("hgx-h100"), cat.fabric("ib-ndr-400g"), "bf16")
+    c = stage_costs(m, hw, tp=np.array([2, 4, 8]), pp=4, dp=8, cp=1, ep=1, vpp=1, micro_batch=1, recompute=0, zero=1,
+                    global_batch=256, seq_len=8192)
+    assert c["layer_fwd_gemm_s"].shape == (3,)
+    # more TP: less GEMM time per GPU, more TP bytes per collective stays equal (b s h)
+    assert np.all(np.diff(c["layer_fwd_gemm_s"]) < 0)
+    assert np.all(c["tp_comm_fwd_s"] > 0)

@@ -1,0 +1,123 @@
+"""Accuracy regression guard: the published training runs (shared/validation/training.csv)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from clustertwin.validate import validate_file
+
+
+@pytest.fixture(scope="module")
+def report(shared_dir):
+    return validate_file(shared_dir / "validation" / "training.csv")
+
+
+def test_every_row_modelled(report):
+    assert len(report.rows) == 45
+    assert not report.failures, [(r.id, r.reason) for r in report.failures]
+
+
+def test_mape_bound(report):
+    assert report.mape_pct <= 10.0
+    assert report.max_abs_error_pct <= 25.0, sorted((abs(r.error_pct), r.id) for r in report.modelled)[-3:]
+
+
+def test_subset_any_order(tmp_path, shared_dir, report):
+    src = shared_dir / "validation" / "training.csv"
+    with open(src, newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+        header = reader.fieldnames
+    pick = [rows[40], rows[3], rows[20]]
+    out = tmp_path / "subset.csv"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=header)
+        w.writeheader()
+        w.writerows(pick)
+    sub = validate_file(out)
+    full = {r.id: r.predicted for r in report.rows}
+    assert [r.id for r in sub.rows] == [p["id"] for p in pick]
+    for r in sub.rows:
+        assert r.predicted == pytest.approx(full[r.id], rel=1e-12)
+
+
+def test_unmodellable_row_is_a_listed_failure(tmp_path, shared_dir):
+    src = shared_dir / "validation" / "training.csv"
+    with open(src, newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+        header = reader.fieldnames
+    bad = dict(rows[0], id="bad-row", system="no-such-system")
+    out = tmp_path / "bad.csv"
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=header)
+        w.writeheader()
+        w.writerows([rows[0], bad])
+    rep = validate_file(out)
+    assert rep.failures and rep.failures[0].id == "bad-row" and "system" in rep.failures[0].reason
+    assert rep.to_dict()["failed"] == 1
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "clustertwin", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_validate_json(shared_dir):
+    p = _cli("validate", str(shared_dir / "validation" / "training.csv"), "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert set(d) >= {"rows", "mape_pct"}
+    assert {"id", "measured", "predicted", "error_pct"} <= set(d["rows"][0])
+    assert d["mape_pct"] <= 10.0
+
+
+def test_cli_validate_collectives_lists_rows(shared_dir):
+    p = _cli("validate", str(shared_dir / "validation" / "collectives.csv"), "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert len(d["rows"]) == 53
+    for row in d["rows"]:
+        assert row["error_pct"] is not None or row.get("reason")
+
+
+def test_cli_estimate_json_contract():
+    p = _cli("estimate", "--model", "gpt3-175b", "--system", "dgx-a100", "--gpus", "1024", "--tp", "8", "--pp", "8",
+             "--global-batch", "1536", "--micro-batch", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    for k in ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu", "fits_memory",
+              "breakdown", "bottleneck"):
+        assert k in d
+    assert 0 < d["mfu"] < 1 and isinstance(d["breakdown"], dict)
+
+
+def test_cli_estimate_scenario(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for f in sorted((root / "scenarios").glob("*.yaml")):
+        p = _cli("estimate", str(f), "--json")
+        assert p.returncode == 0, (f, p.stderr)
+        assert json.loads(p.stdout)["step_time_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "--model", "gpt3-175b", "--system", "dgx-a100", "--gpus", "1000", "--tp", "8", "--pp", "8"],
+        ["estimate", "--model", "gpt3-17b", "--system", "dgx-a100", "--gpus", "64"],
+        ["estimate", "--model", "gpt3-175b", "--system", "dgx-a100", "--gpus", "64", "--tp", "0"],
+        ["estimate", "--model", "llama3-8b", "--system", "dgx-a100", "--gpus", "8", "--dtype", "fp8"],
+        ["estimate", "--model", "gpt3-175b", "--system", "dgx-a100", "--gpus", "64", "--engine", "warp"],
+        ["validate", "/no/such/file.csv"],
+    ],
+)
+def test_bad_input_exit_2(args):
+    p = _cli(*args)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr and p.stderr.strip()
