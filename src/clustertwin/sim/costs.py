@@ -31,6 +31,7 @@ import yaml
 
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
+from ..placement import ranks_per_domain
 from ..workload.model import ModelSpec
 
 # Collective operation codes (one vocabulary with clustertwin.collectives)
@@ -241,16 +242,6 @@ def collective_time(op: str, size, n, r, hw: Hardware):
         if choice == "collectives":
             raise InputError("clustertwin.collectives.collective_time is not available")
     return builtin_collective_time(op, size, n, r, hw)
-
-
-# ---------------------------------------------------------------------------------------------------
-# Placement of the parallel groups (Megatron order tp -> cp -> dp, pp outermost; experts etp -> ep)
-# ---------------------------------------------------------------------------------------------------
-def ranks_per_domain(size, stride, domain: int):
-    """Members of a group (``size`` ranks ``stride`` apart) that share one scale-up domain."""
-    size = np.asarray(size, dtype=float)
-    stride = np.asarray(stride, dtype=float)
-    return np.clip(np.floor(domain / stride), 1.0, size)
 
 
 # ---------------------------------------------------------------------------------------------------
