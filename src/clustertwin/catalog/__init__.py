@@ -131,11 +131,22 @@ def user_catalog_paths(extra: Iterable[str | os.PathLike] = ()) -> list[Path]:
 def load_catalog(extra: Sequence[str | os.PathLike] = ()) -> Catalog:
     """Built-in catalog plus overlays from ``CLUSTERTWIN_CATALOG`` and ``extra`` (later wins)."""
     user = tuple(str(p) for p in user_catalog_paths(extra))
-    return _load(user, os.environ.get(ENV_VAR, ""))
+    # The cache key includes each overlay's modification time and size, so an overlay rewritten
+    # in place (e.g. by `clustertwin calibrate`) is read again within the same process.
+    stamps = tuple(_stamp(p) for p in user)
+    return _load(user, stamps)
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)  # missing file: _load raises a clear InputError
+    return (st.st_mtime_ns, st.st_size)
 
 
 @lru_cache(maxsize=16)
-def _load(user_paths: tuple[str, ...], _env: str) -> Catalog:
+def _load(user_paths: tuple[str, ...], _stamps: tuple[tuple[int, int], ...]) -> Catalog:
     texts: list[tuple[str, dict]] = []
     digest = hashlib.sha256()
     for label, text in _builtin_files():
