@@ -188,3 +188,19 @@ def test_missing_ray_is_a_clear_input_error(monkeypatch):
     assert "pip install clustertwin[ray]" in exc.value.render()
     with pytest.raises(InputError):
         make_executor("local", address="auto")
+
+
+def test_unreachable_ray_address_fails_fast():
+    pytest.importorskip("ray")
+    import socket
+
+    from clustertwin.errors import InputError
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    t = time.perf_counter()
+    with pytest.raises(InputError) as exc:
+        RayExecutor(address=f"127.0.0.1:{port}").run(len, [(0, "x")], lambda i, r: None)
+    assert "cannot reach the Ray cluster" in exc.value.message and time.perf_counter() - t < 10

@@ -86,6 +86,7 @@ class RayExecutor:
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                       "configure_logging": False}
             if self.address:
+                _probe(self.address)
                 kwargs["address"] = self.address
             elif self.num_cpus:
                 kwargs["num_cpus"] = self.num_cpus
@@ -108,6 +109,26 @@ class RayExecutor:
         finally:
             if started:
                 ray.shutdown()
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on an unreachable ``host:port`` (Ray itself retries for minutes without a word)."""
+    import socket
+
+    if address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"cannot reach the Ray cluster at {address!r}: {exc.strerror or exc}",
+            hint="start it with `ray start --head`, check --address (host:port of the head's GCS, default port 6379), "
+                 "or use --executor local",
+        ) from None
 
 
 def import_ray():
