@@ -90,7 +90,16 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     Lps = c["layers_per_stage"]
     m = c["num_micro_batches"]
     logits = c["logits_fwd_s"] + c["logits_bwd_s"]
-    T_last = Lps * t_layer + logits
+    # Stage balance. L divisible by p*v: every stage has L/p layers and the last adds the output layer.
+    # Otherwise, when L+2 is divisible (Megatron account-for-embedding/loss-in-pipeline-split, Llama 3's
+    # "first and last stage have one fewer layer"), the first/last stage trade one layer slot for the
+    # embedding / output layer + loss; the pipeline runs at the pace of the slowest stage.
+    L = float(model.num_layers)
+    stages = p * v
+    even = np.isclose(np.mod(L, stages), 0.0)
+    plus2 = (~even) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
+    slots = (L + 2.0) / p
+    T_last = np.where(plus2, np.maximum(slots * t_layer, (slots - 1.0) * t_layer + logits), Lps * t_layer + logits)
     T_avg = Lps * t_layer + logits / p
     bubble = (p - 1.0) / v * T_avg
 
@@ -126,6 +135,8 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     step = m * T_last + bubble + pp_exposed + dp_exposed + fsdp_exposed + optimizer + overhead
 
     mL = m * Lps
+    # what the slowest stage adds beyond the average layer work + logits is pipeline imbalance
+    imbalance = m * (T_last - (Lps * t_layer + logits))
     br = {
         "gemm": mL * gemm_layer,
         "attention": mL * attn_layer,
@@ -136,7 +147,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
         "cp_comm": mL * cp_exposed,
         "ep_comm": mL * ep_exposed,
         "overlap_slowdown": mL * (tp_slow + cp_slow),
-        "pp_bubble": bubble,
+        "pp_bubble": bubble + imbalance,
         "pp_p2p": pp_exposed,
         "dp_comm": dp_exposed,
         "fsdp_comm": fsdp_exposed,
