@@ -111,7 +111,7 @@ class FabricRun:
     """Outcome of a simulation. Times in seconds, bytes, bytes/s."""
 
     time_s: float  # completion time of the traffic (phases back to back, weighted by repeats)
-    ideal_time_s: float  # the same traffic with every flow alone on the network
+    ideal_time_s: float  # the same traffic with every flow alone at the NIC line rate (all planes)
     phase_names: tuple[str, ...]
     phase_times_s: np.ndarray  # one repetition of each phase
     phase_repeats: np.ndarray
@@ -294,8 +294,8 @@ def simulate_phases(
     res = simulate_flows(A, cap, size, start, block, n_blocks)
     w = np.asarray(weights)
     alone = size / alone_rates(A, cap)
-    ideal_block = np.zeros(n_blocks)
-    np.maximum.at(ideal_block, block, start + alone)
+    ideal_block = np.zeros(n_blocks)  # every flow alone at the full NIC line rate
+    np.maximum.at(ideal_block, block, start + size / topo.nic_bw)
     by_id = (res.link_bytes.reshape(n_blocks, NL) * w[:, None]).sum(0)
     counts = np.bincount(block, minlength=n_blocks)
     return FabricRun(

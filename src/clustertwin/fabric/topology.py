@@ -15,9 +15,8 @@ Structure (one *plane*; dual-plane repeats it, each plane with its own switches)
 * 3-tier: virtual spine ``(pod, j)`` has ``u2`` uplinks; uplink ``t`` goes to virtual core
   ``(j, t)``, which has one port to spine ``j`` of every pod (k-ary fat-tree wiring,
   Al-Fares et al., SIGCOMM 2008, Sec. 3.2).
-* Oversubscription ``o`` (downlink:uplink bandwidth) removes uplinks at the *top* tier: leaf
-  uplinks in a 2-tier fabric, spine uplinks in a 3-tier fabric (where pods are 1:1 inside,
-  as in Meta's Llama 3 cluster, fact-10/11 in validation/cluster_network_facts.csv).
+* Sizing (tiers, leaf down:up ports, switch counts) comes from ``clustertwin.cluster.fattree``:
+  oversubscription ``o`` is the leaf's down:up port ratio; the tiers above are non-blocking.
 
 Link ids inside one plane (``L_plane`` links), each a directed link::
 
@@ -34,7 +33,6 @@ spraying on a uniform fabric (all up-links of a leaf, all up-links of a pod ...;
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -233,33 +231,6 @@ class FabricTopology:
         return f"{pfx}core{j}.{t}->spine{pod}.{j}"
 
 
-def _physical_switches(shape: FabricShape) -> dict:
-    """Physical switch counts per tier, preferring the cluster sizing helper when present."""
-    try:  # the cluster area owns fat-tree sizing rules; use them when available
-        from ..cluster import fattree as _ft  # type: ignore[attr-defined]
-
-        fn = getattr(_ft, "size_fat_tree", None) or getattr(_ft, "fat_tree_size", None)
-        if fn is not None:
-            res = fn(
-                endpoints=shape.n_endpoints * shape.planes,
-                radix=shape.radix,
-                tiers=shape.tiers,
-                oversubscription=shape.oversubscription,
-            )
-            d = res if isinstance(res, dict) else getattr(res, "__dict__", None) or {}
-            if d:
-                return {"source": "clustertwin.cluster.fattree", **{k: v for k, v in d.items() if isinstance(v, (int, float, str))}}
-    except Exception:  # noqa: BLE001 - sizing is reporting only; fall back to our own count
-        pass
-    p = shape.planes
-    leaves = shape.n_leaves * p
-    spines = math.ceil(shape.n_pods * shape.u1 * shape.leaves_per_pod / shape.radix) * p
-    out = {"source": "fabric.topology (virtual-switch wiring)", "leaf": leaves, "spine": spines}
-    if shape.tiers == 3:
-        out["core"] = math.ceil(shape.u1 * shape.u2 * shape.n_pods / shape.radix) * p
-    return out
-
-
 def build_topology(
     *,
     n_endpoints: int,
@@ -270,88 +241,79 @@ def build_topology(
     tiers: int | None = None,
     oversubscription: float = 1.0,
     rails: int = 8,
-    down: int | None = None,
-    leaves_per_pod: int | None = None,
 ) -> FabricTopology:
-    """Size and wire a fabric for ``n_endpoints`` NICs (one per rank-carrying NIC).
+    """Wire a fabric for ``n_endpoints`` NICs (per plane).
 
-    ``radix`` ports per switch; leaves use ``radix/2`` ports down (``down`` overrides) and
-    ``down/o`` up in a 2-tier fabric; 3-tier pods hold ``radix/2`` leaves (``leaves_per_pod``
-    overrides) and spines have ``leaves_per_pod/o`` uplinks. ``tiers=None`` picks the fewest
-    tiers that fit. ``rails``: NICs per host (rail and dual-plane wiring).
+    Switch counts, tiers and the leaf down:up split come from the cluster area's sizing function
+    (:func:`clustertwin.cluster.fattree.size_fat_tree`, oversubscription at the leaf, tiers above
+    non-blocking); this function only adds the link-level wiring. ``tiers=None`` picks the fewest
+    tiers that fit; a fabric that fits one switch is wired as a single leaf. ``rails``: NICs per
+    host (rail and dual-plane wiring: NIC ``r`` of each host on the rail-``r`` leaf of its SU).
     """
+    from ..cluster.fattree import size_fat_tree
+
     if kind not in KINDS:
         from ..errors import UnknownNameError
 
         raise UnknownNameError("topology", kind, KINDS)
     if n_endpoints < 1:
         raise InputError(f"a fabric needs at least one endpoint, got {n_endpoints}")
-    if radix < 2:
-        raise InputError(f"switch radix must be at least 2, got {radix}")
-    if not oversubscription >= 1.0:
-        raise InputError(
-            f"oversubscription must be >= 1 (downlink:uplink), got {oversubscription}",
-            hint="1 = full bisection, 2 = 2:1, 7 = 7:1",
-        )
-    planes = 2 if kind == "dual-plane" else 1
-    rail_wiring = kind in ("rail", "dual-plane")
-    d = down or radix // 2
-    E = n_endpoints
-    if tiers is None:
-        tiers = 2 if math.ceil(E / d) <= radix else 3
-    if tiers not in (2, 3):
+    if tiers is not None and tiers not in (2, 3):
         raise InputError(f"tiers must be 2 or 3, got {tiers}")
-
+    planes = 2 if kind == "dual-plane" else 1
+    E = int(n_endpoints)
+    rails = max(1, min(int(rails), E))
+    if E % rails:
+        rails = 1
+    sizing = size_fat_tree(
+        endpoints=E * planes, radix=radix, tiers=tiers or "auto", oversubscription=oversubscription,
+        kind=kind, rails=rails if kind == "rail" else 1,
+    )
+    rail_wiring = kind in ("rail", "dual-plane") and rails > 1 and sizing.tiers > 1
+    if sizing.tiers == 1:  # one switch per plane: every endpoint on leaf 0
+        d = E
+        t = 2
+    else:
+        d = sizing.leaf_down
+        t = sizing.tiers
     if rail_wiring:
-        rails = max(1, min(rails, E))
-        hosts = math.ceil(E / rails)
+        hosts = E // rails
         hosts_per_su = min(d, hosts)
         e = np.arange(E)
-        host, rail = e // rails, e % rails
-        endpoint_leaf = (host // hosts_per_su) * rails + rail
-        n_leaves = int(endpoint_leaf.max()) + 1
+        endpoint_leaf = ((e // rails) // hosts_per_su) * rails + e % rails
         d_eff = hosts_per_su
     else:
         endpoint_leaf = np.arange(E) // d
-        n_leaves = int(endpoint_leaf.max()) + 1
         d_eff = min(d, E)
-
-    if tiers == 2:
-        u1 = max(1, round(d_eff / oversubscription))
-        lpp = n_leaves
-        n_pods = 1
-        u2 = 0
-        if n_leaves > radix:
-            raise InputError(
-                f"{E} endpoints need {n_leaves} leaves, more than a radix-{radix} spine can reach in 2 tiers",
-                hint="use --tiers 3 (or omit --tiers to pick automatically)",
-            )
+    n_leaves = int(endpoint_leaf.max()) + 1
+    o = sizing.oversubscription if sizing.tiers > 1 else 1.0
+    u1 = max(1, min(sizing.leaf_up or d_eff, round(d_eff / o))) if sizing.tiers > 1 else 1
+    if t == 2:
+        lpp, n_pods, u2 = n_leaves, 1, 0
     else:
-        u1 = d_eff
-        lpp = leaves_per_pod or max(1, radix // 2)
+        lpp = max(1, radix // 2)
         if rail_wiring and lpp % rails:
             lpp = max(rails, (lpp // rails) * rails)
         lpp = min(lpp, n_leaves)
-        n_pods = math.ceil(n_leaves / lpp)
-        u2 = max(1, round(lpp / oversubscription))
-        if n_pods > radix:
-            raise InputError(
-                f"{E} endpoints need {n_pods} pods, more than a radix-{radix} core can reach in 3 tiers",
-                hint="use a switch with a higher radix or fewer GPUs",
-            )
+        n_pods = -(-n_leaves // lpp)
+        u2 = lpp
     shape = FabricShape(
-        kind=kind, tiers=tiers, planes=planes, n_endpoints=E, rails=rails, radix=radix, down=d_eff, u1=u1,
-        leaves_per_pod=lpp, u2=u2, n_leaves=n_leaves, n_pods=n_pods, oversubscription=float(oversubscription),
+        kind=kind, tiers=t, planes=planes, n_endpoints=E, rails=rails, radix=radix, down=d_eff, u1=u1,
+        leaves_per_pod=lpp, u2=u2, n_leaves=n_leaves, n_pods=n_pods, oversubscription=float(o),
     )
     nlu = n_leaves * u1
-    nsu = n_pods * u1 * u2 if tiers == 3 else 0
+    nsu = n_pods * u1 * u2 if t == 3 else 0
     per_plane = 2 * E + 2 * nlu + 2 * nsu
     tier_plane = np.concatenate([
         np.full(E, 0), np.full(E, 1), np.full(nlu, 2), np.full(nlu, 3), np.full(nsu, 4), np.full(nsu, 5),
     ]).astype(np.int8)
     cap_plane = np.where(tier_plane <= 1, nic_bw / planes, link_bw).astype(float)
     n_links = per_plane * planes
-    bundles_per_plane = 2 * n_leaves + (2 * n_pods if tiers == 3 else 0)
+    bundles_per_plane = 2 * n_leaves + (2 * n_pods if t == 3 else 0)
+    counts = {"source": "clustertwin.cluster.fattree.size_fat_tree", "tiers": sizing.tiers,
+              "leaf": sizing.leaf, "spine": sizing.spine, "core": sizing.core,
+              "leaf_down": sizing.leaf_down, "leaf_up": sizing.leaf_up,
+              "oversubscription": sizing.oversubscription}
     topo = FabricTopology(
         shape=shape,
         endpoint_leaf=endpoint_leaf.astype(np.int64),
@@ -360,7 +322,7 @@ def build_topology(
         n_links=n_links,
         link_bw=float(link_bw),
         nic_bw=float(nic_bw),
-        switch_counts=_physical_switches(shape),
+        switch_counts=counts,
     )
     refresh_bundles(topo)
     return topo
