@@ -90,3 +90,12 @@ def fake_factory(job, catalog=None):
 def fake_cost(job, catalog=None):
     """Cost and power that grow with the GPU count and fall with oversubscription (test only)."""
     return 30_000.0 * job.num_gpus * (1.0 + 0.1 / job.oversubscription), 1_000.0 * job.num_gpus
+
+
+def picky_factory(job, catalog=None):
+    """Like fake_factory, but refuses A100 designs the way an engine refuses a precision (test only)."""
+    from clustertwin.errors import InputError
+
+    if job.system == "dgx-a100":
+        raise InputError("NVIDIA A100 has no fp8 tensor-core peak in the catalog")
+    return fake_factory(job, catalog)

@@ -204,3 +204,15 @@ def test_unreachable_ray_address_fails_fast():
     with pytest.raises(InputError) as exc:
         RayExecutor(address=f"127.0.0.1:{port}").run(len, [(0, "x")], lambda i, r: None)
     assert "cannot reach the Ray cluster" in exc.value.message and time.perf_counter() - t < 10
+
+
+def test_a_design_the_engine_refuses_is_an_infeasible_row(catalog, tmp_path):
+    from planner_fakes import picky_factory
+
+    spec = dict(SPEC, designs=[{"system": ["dgx-a100", "hgx-h100"], "domains": [4]}], global_batch=[256])
+    sw = build_sweep(spec, catalog, resolve=resolve)
+    out = run_sweep(sw, ResultsStore(tmp_path / "p.db"), LocalExecutor(workers=1), factory=picky_factory,
+                    cost_fn=fake_cost)
+    a100, h100 = out.rows
+    assert not a100["feasible"] and "fp8" in a100["reason"] and a100["cost_usd"] > 0
+    assert h100["feasible"] and h100["tokens_per_s"] > 0

@@ -309,18 +309,28 @@ def run_chunk(task: ChunkTask) -> tuple[list[dict[str, Any]], float]:
 
 def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: EvaluatorFactory,
                  cost_fn: Callable[[Job, Any], tuple[float | None, float | None]], chunk_id: str = "") -> dict[str, Any]:
+    """Best plan, cost and power of one design. A design the models cannot handle (an InputError: a
+    precision the chip lacks, a fabric too small for the cluster ...) becomes an infeasible row with the
+    reason, so one bad corner of a grid never stops the sweep."""
     system = catalog.system(job.system)
-    model, ev = factory(job, catalog)
-    res = search(ModelShape.of(model), ev, num_gpus=job.num_gpus, domain_size=system.devices_per_domain,
-                 global_batch=job.global_batch, seq_len=job.seq_len, options=options, top_k=1)
-    cost, power = cost_fn(job, catalog)
     row: dict[str, Any] = {
         "job_index": job.index, "chunk_id": chunk_id, "system": job.system, "num_gpus": job.num_gpus,
         "domains": job.domains, "fabric": job.fabric, "oversubscription": job.oversubscription, "model": job.model,
         "global_batch": job.global_batch, "seq_len": job.seq_len, "dtype": job.dtype,
-        "cost_usd": cost, "power_w": power, "num_candidates": res.stats.num_structural,
-        "num_feasible": res.stats.num_feasible,
     }
+    try:
+        cost, power = cost_fn(job, catalog)
+    except InputError:
+        cost, power = None, None
+    row.update(cost_usd=cost, power_w=power)
+    try:
+        model, ev = factory(job, catalog)
+        res = search(ModelShape.of(model), ev, num_gpus=job.num_gpus, domain_size=system.devices_per_domain,
+                     global_batch=job.global_batch, seq_len=job.seq_len, options=options, top_k=1)
+    except InputError as exc:
+        row.update(feasible=False, reason=exc.message, num_candidates=None, num_feasible=0)
+        return row
+    row.update(num_candidates=res.stats.num_structural, num_feasible=res.stats.num_feasible)
     recs = res.records(1)
     if recs:
         best = recs[0]
