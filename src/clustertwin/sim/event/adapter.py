@@ -139,7 +139,7 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
         attn_fraction=attn_fraction, tp_fwd=c["tp_comm_fwd_s"], tp_bwd=c["tp_comm_bwd_s"],
         tp_recompute=c["tp_comm_recompute_s"], cp_fwd=c["cp_comm_fwd_s"], cp_bwd=c["cp_comm_bwd_s"],
         ep_fwd=c["ep_comm_fwd_s"], ep_bwd=c["ep_comm_bwd_s"], dp_grad=dp_grad, dp_param=dp_param,
-        params=params, name="L",
+        params=params, name="L", cp_overlap=c.get("cp_overlappable", 1.0) > 0.5,
     )
     logits = LayerWork(fwd=c["logits_fwd_s"], bwd_input=0.5 * c["logits_bwd_s"], bwd_weight=0.5 * c["logits_bwd_s"],
                        attn_fraction=0.0, name="logits")
@@ -209,11 +209,14 @@ def simulate(
     if check:
         check_plan(model, plan)
     hw = cm.make_hardware(system, fabric, plan.dtype, catalog)
+    kw: dict[str, Any] = {}
+    if hasattr(plan, "cp_comm"):
+        kw["cp_comm"] = plan.cp_comm
     raw = cm.stage_costs(
         model, hw, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vpp=plan.vpp,
         micro_batch=plan.micro_batch, recompute=plan.recompute_code, zero=plan.zero_effective,
         global_batch=plan.global_batch, seq_len=plan.seq_len, sp=plan.sequence_parallel, etp=plan.etp,
-        flash=plan.flash_attention, overlap=plan.overlap, grad_reduce_bytes=plan.grad_reduce_bytes,
+        flash=plan.flash_attention, overlap=plan.overlap, grad_reduce_bytes=plan.grad_reduce_bytes, **kw,
     )
     costs = _scalar(raw)
     stages = stage_work_from_costs(model, plan, costs, grad_reduce_bytes=plan.grad_reduce_bytes)

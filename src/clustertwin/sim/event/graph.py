@@ -6,7 +6,8 @@ a 16,384-GPU job with PP16 is 16 ranks here. Streams per rank: ``compute``, ``tp
 
 Per layer and micro-batch (Megatron-LM with sequence parallelism):
 forward  = attention GEMMs/core -> TP collective -> MLP (MoE: dispatch a2a -> experts -> combine a2a)
-           -> TP collective; a CP ring exchange runs beside the attention block.
+           -> TP collective; a CP ring exchange runs beside the attention block (a CP all-gather of
+           K,V, as in Llama 3, runs before it).
 backward = (recompute forward) -> MLP/attention backward with the mirrored collectives.
 With ``tp_overlap`` (or ``ep_overlap``) the collective runs beside the GEMM it belongs to instead of
 after it (TE userbuffers ring-exchange / DualPipe-style overlap).
@@ -334,7 +335,10 @@ def _layer_pass(g, ss, lw: LayerWork, opts, front, nm, cat, compute, tp, cp, ep)
     mlp = compute - attn
     ops = []
     if cp > 0:
-        ops.append(g.add(nm + " cp-ring", ss.cp, cp, "cp", opts.cp_link, front))
+        if lw.cp_overlap:
+            ops.append(g.add(nm + " cp-ring", ss.cp, cp, "cp", opts.cp_link, front))
+        else:  # all-gather of K,V (reduce-scatter of dK,dV) the attention waits for
+            front = (g.add(nm + " cp-allgather", ss.cp, cp, "cp", opts.cp_link, front),)
     ops.append(g.add(nm + " attn", ss.compute, attn, cat, LINK_NONE, front))
     front = tuple(ops)
     if tp > 0 and not opts.tp_overlap:

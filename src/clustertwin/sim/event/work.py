@@ -44,6 +44,7 @@ class LayerWork:
     dp_grad: float = 0.0
     dp_param: float = 0.0
     params: float = 0.0
+    cp_overlap: bool = True  # ring exchange beside the attention; False: all-gather K,V before it
     name: str = "layer"
 
     @property
