@@ -216,3 +216,16 @@ def test_a_design_the_engine_refuses_is_an_infeasible_row(catalog, tmp_path):
     a100, h100 = out.rows
     assert not a100["feasible"] and "fp8" in a100["reason"] and a100["cost_usd"] > 0
     assert h100["feasible"] and h100["tokens_per_s"] > 0
+
+
+def test_sweep_search_fixed_axes(catalog, tmp_path):
+    spec = dict(SPEC, designs=[{"system": "hgx-h100", "domains": [4, 8]}], global_batch=[256],
+                search={"fixed": {"tp": 8, "recompute": ["full"]}})
+    sw = build_sweep(spec, catalog, resolve=resolve)
+    out = run_sweep(sw, ResultsStore(tmp_path / "f.db"), LocalExecutor(workers=1), factory=fake_factory,
+                    cost_fn=fake_cost)
+    assert all(r["feasible"] and r["tp"] == 8 and r["recompute"] == "full" for r in out.rows)
+    from clustertwin.errors import InputError
+
+    with pytest.raises(InputError):
+        build_sweep(dict(spec, search={"fixed": {"recompute": ["most"]}}), catalog, resolve=resolve)

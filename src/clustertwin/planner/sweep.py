@@ -79,12 +79,26 @@ class SearchIn(BaseModel):
     max_cp: PositiveInt = 32
     tp_across_domains: bool = False
     ep_across_domains: bool = False
+    fixed: dict[str, Any] = Field(default_factory=dict)  # e.g. {tp: [8], recompute: [none]}
 
     def to_options(self) -> SpaceOptions:
+        fixed: dict[str, tuple[int, ...]] = {}
+        for axis, vals in self.fixed.items():
+            vals = _as_list(vals)
+            if axis == "recompute":
+                bad = [v for v in vals if v not in RECOMPUTE]
+                if bad:
+                    raise InputError(f"sweep search.fixed.recompute: unknown setting {bad[0]!r}",
+                                     hint=f"use {', '.join(RECOMPUTE)}")
+                fixed[axis] = tuple(RECOMPUTE.index(str(v)) for v in vals)
+            else:
+                if any(not isinstance(v, int) or isinstance(v, bool) for v in vals):
+                    raise InputError(f"sweep search.fixed.{axis}: values must be whole numbers, got {vals}")
+                fixed[axis] = tuple(int(v) for v in vals)
         return SpaceOptions(
             zero_stages=tuple(self.zero_stages), recompute=tuple(self.recompute),
             micro_batches=tuple(self.micro_batches), max_vpp=self.max_vpp, max_cp=self.max_cp,
-            tp_across_domains=self.tp_across_domains, ep_across_domains=self.ep_across_domains,
+            tp_across_domains=self.tp_across_domains, ep_across_domains=self.ep_across_domains, fixed=fixed,
         )
 
 
