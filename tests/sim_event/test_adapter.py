@@ -110,3 +110,19 @@ def test_parse_straggler_and_slowdown(catalog, h100):
     out = straggler_slowdown(get_model("llama3-8b"), system, fabric, plan, (parse_straggler("stage=1,compute=2"),),
                              catalog=catalog)
     assert out["perturbed_s"] > out["base_s"] and out["slowdown_pct"] > 10.0
+
+
+def test_moe_leading_dense_layers_are_placed(catalog):
+    from clustertwin.sim.event.adapter import layer_work_from_costs  # noqa: F401  (public helper)
+
+    model = get_model("deepseek-v3")
+    system, fabric = catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g")
+    plan = make_plan(gpus=256, tp=1, pp=4, ep=64, micro_batch=1, global_batch=256, seq_len=4096,
+                     recompute="selective", uneven_pipeline=True)
+    r = simulate(model, system, fabric, plan, catalog=catalog, trace=True)
+    names0 = [n for n, st, *_ in r.timeline.ops() if st == 0 and n.startswith("F mb0 ")]
+    names1 = [n for n, st, *_ in r.timeline.ops() if st == 1 and n.startswith("F mb0 ")]
+    assert any(" D0" in n for n in names0)  # dense layers 0-2 on the first stage ...
+    assert not any(" D" in n for n in names1)  # ... MoE layers elsewhere, with their all-to-all
+    assert any("ep-dispatch" in n for n in names1)
+    assert r.step_time_s > 0

@@ -106,11 +106,9 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
     )
 
 
-def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, grad_reduce_bytes: float = 4.0
-                          ) -> tuple[StageWork, ...]:
-    """Per-stage work of ``plan`` from the scalar cost dict of ``sim.costs.stage_costs``."""
-    c = costs
-    p, v = int(plan.pp), int(plan.vpp)
+def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_reduce_bytes: float = 4.0,
+                          name: str = "L") -> LayerWork:
+    """One layer, one micro-batch, from the scalar cost dict of ``sim.costs.stage_costs``."""
     zero = int(plan.zero_effective)
     lps = max(c["layers_per_stage"], 1e-9)
     fwd = c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"]
@@ -124,35 +122,47 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
     attn_gemm = c["layer_fwd_gemm_s"] * attn_params / (attn_params + mlp_params)
     attn_fraction = min(0.95, (attn_gemm + c["layer_fwd_attn_s"]) / fwd) if fwd > 0 else 0.5
     # DP: per-step totals of the (most-loaded) stage, spread over its layers
-    if zero >= 3:
-        dp_grad = (c["dp_rs_s"] + c["edp_rs_s"]) / lps  # reduce-scatter every micro-batch
-        dp_param = (c["dp_ag_s"] + c["edp_ag_s"]) / lps  # gathered before every fwd and bwd
-    elif zero >= 1:
+    if zero >= 1:  # ZeRO-3: reduce-scatter every micro-batch, gather before every fwd and bwd
         dp_grad = (c["dp_rs_s"] + c["edp_rs_s"]) / lps
         dp_param = (c["dp_ag_s"] + c["edp_ag_s"]) / lps
     else:
         dp_grad = (c["dp_ar_s"] + c["edp_ar_s"]) / lps
         dp_param = 0.0
     params = c["dp_grad_bytes"] / grad_reduce_bytes / lps
-    layer = LayerWork(
+    return LayerWork(
         fwd=fwd, bwd_input=bwd_in, bwd_weight=wgrad, recompute=c["layer_recompute_s"],
         attn_fraction=attn_fraction, tp_fwd=c["tp_comm_fwd_s"], tp_bwd=c["tp_comm_bwd_s"],
         tp_recompute=c["tp_comm_recompute_s"], cp_fwd=c["cp_comm_fwd_s"], cp_bwd=c["cp_comm_bwd_s"],
         ep_fwd=c["ep_comm_fwd_s"], ep_bwd=c["ep_comm_bwd_s"], dp_grad=dp_grad, dp_param=dp_param,
-        params=params, name="L", cp_overlap=c.get("cp_overlappable", 1.0) > 0.5,
+        params=params, name=name, cp_overlap=c.get("cp_overlappable", 1.0) > 0.5,
     )
+
+
+def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, grad_reduce_bytes: float = 4.0,
+                          layers: list[LayerWork] | None = None) -> tuple[StageWork, ...]:
+    """Per-stage work of ``plan`` from the scalar cost dict of ``sim.costs.stage_costs``.
+
+    ``layers``: the work of every global layer 0..L-1 (e.g. DeepSeek-V3's leading dense layers before
+    the MoE layers); default: every layer the same (``costs`` averaged over layer types)."""
+    c = costs
+    p, v = int(plan.pp), int(plan.vpp)
+    if layers is None:
+        layers = [layer_work_from_costs(model, plan, c, grad_reduce_bytes=grad_reduce_bytes)] * model.num_layers
     logits = LayerWork(fwd=c["logits_fwd_s"], bwd_input=0.5 * c["logits_bwd_s"], bwd_weight=0.5 * c["logits_bwd_s"],
                        attn_fraction=0.0, name="logits")
     counts = layers_per_virtual_stage(model.num_layers, p, v)
+    first = [0] * (p * v)
+    for k in range(1, p * v):
+        first[k] = first[k - 1] + counts[k - 1]
     stages = []
     for i in range(p):
         chunks = []
         for ch in range(v):
             vs = ch * p + i
-            layers = [layer] * counts[vs]
+            chunk = list(layers[first[vs]:first[vs] + counts[vs]])
             if vs == p * v - 1:
-                layers.append(logits)
-            chunks.append(tuple(layers))
+                chunk.append(logits)
+            chunks.append(tuple(chunk))
         stages.append(StageWork(
             chunks=tuple(chunks),
             p2p_fwd=c["pp_p2p_s"] if p > 1 else 0.0,
@@ -161,6 +171,11 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
             step_overhead=c["step_overhead_s"],
         ))
     return tuple(stages)
+
+
+def _dense_variant(model: Any) -> Any:
+    """The model with every layer dense (the leading dense layers of an MoE model)."""
+    return model.with_(num_experts=0, moe_topk=0, moe_ffn_hidden_size=0, num_shared_experts=0, num_dense_layers=0)
 
 
 def _meta(model, plan, hw) -> StepMeta:
@@ -219,7 +234,23 @@ def simulate(
         flash=plan.flash_attention, overlap=plan.overlap, grad_reduce_bytes=plan.grad_reduce_bytes, **kw,
     )
     costs = _scalar(raw)
-    stages = stage_work_from_costs(model, plan, costs, grad_reduce_bytes=plan.grad_reduce_bytes)
+
+    def costs_of(m):
+        return _scalar(cm.stage_costs(
+            m, hw, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vpp=plan.vpp,
+            micro_batch=plan.micro_batch, recompute=plan.recompute_code, zero=plan.zero_effective,
+            global_batch=plan.global_batch, seq_len=plan.seq_len, sp=plan.sequence_parallel, etp=plan.etp,
+            flash=plan.flash_attention, overlap=plan.overlap, grad_reduce_bytes=plan.grad_reduce_bytes, **kw))
+
+    layers = None
+    if model.is_moe and 0 < model.num_dense_layers < model.num_layers:
+        # leading dense layers and MoE layers as they are, not averaged (stage imbalance; EP only in MoE layers)
+        gb = plan.grad_reduce_bytes
+        dense = layer_work_from_costs(model, plan, costs_of(_dense_variant(model)), grad_reduce_bytes=gb, name="D")
+        moe = layer_work_from_costs(model, plan, costs_of(model.with_(num_dense_layers=0)), grad_reduce_bytes=gb,
+                                    name="E")
+        layers = [dense] * model.num_dense_layers + [moe] * (model.num_layers - model.num_dense_layers)
+    stages = stage_work_from_costs(model, plan, costs, grad_reduce_bytes=plan.grad_reduce_bytes, layers=layers)
     opts = event_options_for(plan, hw, schedule=schedule, steps=steps, interference=interference)
     if opts.schedule == "zb-h1" and plan.vpp != 1:
         plan = replace(plan, vpp=1)
