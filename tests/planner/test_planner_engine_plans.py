@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import run_cli
+from planner_cli_helpers import run_cli
 
 from clustertwin.errors import InputError
 from clustertwin.planner.evaluator import AnalyticalEvaluator, resolve_model

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import run_cli
+from planner_cli_helpers import run_cli
 from planner_fakes import fake_cost, fake_factory, resolve
 
 from clustertwin.planner.executors import LocalExecutor
