@@ -149,9 +149,11 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     zero = _int(row, "zero_stage")
     fsdp = _int(row, "fsdp") == 1
     tp = _int(row, "tp", 1)
+    etp_m = re.search(r"\betp\s*=\s*(\d+)", row.get("notes") or "")
+    etp = int(etp_m.group(1)) if etp_m else 1
     return make_plan(
         gpus=_int(row, "num_gpus"), tp=tp, pp=_int(row, "pp", 1), dp=_int(row, "dp", 1), cp=_int(row, "cp", 1),
-        ep=_int(row, "ep", 1), vpp=_virtual_stages(row), micro_batch=_int(row, "micro_batch", 1),
+        ep=_int(row, "ep", 1), etp=etp, vpp=_virtual_stages(row), micro_batch=_int(row, "micro_batch", 1),
         global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len", 2048),
         sequence_parallel=_int(row, "sequence_parallel") == 1 and tp > 1, zero=zero if zero else (3 if fsdp else 0),
         fsdp=fsdp and zero >= 3,
@@ -231,6 +233,12 @@ def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical")
             pred = predict_training_row(row, catalog, engine)
         except InputError as exc:
             out.append(RowResult(rid, measured, None, None, reason=exc.message))
+            continue
+        except (ArithmeticError, ValueError, KeyError, TypeError) as exc:  # never lose the other rows
+            out.append(RowResult(rid, measured, None, None, reason=f"cannot model this row: {type(exc).__name__}: {exc}"))
+            continue
+        if not (pred > 0 and pred < float("inf")):
+            out.append(RowResult(rid, measured, None, None, reason="model produced no finite step time"))
             continue
         if not measured:
             out.append(RowResult(rid, measured, pred, None, reason="no measured step time"))

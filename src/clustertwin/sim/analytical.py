@@ -89,7 +89,8 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     t_layer = gemm_layer + attn_layer + mem_layer + rec_layer + tp_exposed + tp_slow + cp_exposed + cp_slow + ep_exposed
     Lps = c["layers_per_stage"]
     m = c["num_micro_batches"]
-    logits = c["logits_fwd_s"] + c["logits_bwd_s"]
+    # output layer + loss; multi-token prediction adds one transformer layer per depth on the last stage
+    logits = c["logits_fwd_s"] + c["logits_bwd_s"] + model.mtp_depth * t_layer
     # Stage balance. L divisible by p*v: every stage has L/p layers and the last adds the output layer.
     # Otherwise, when L+2 is divisible (Megatron account-for-embedding/loss-in-pipeline-split, Llama 3's
     # "first and last stage have one fewer layer"), the first/last stage trade one layer slot for the
@@ -123,6 +124,11 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
         plain = ar
         dp_slow = np.zeros(shape)
     dp_exposed = np.where(z >= 3, 0.0, np.where(z == 0, plain, dist)) + np.where(z >= 3, 0.0, dp_slow)
+    # ZeRO-2 shards gradients, so every micro-batch's backward ends in a reduce-scatter (no accumulation
+    # in a full-size buffer): m-1 more reduce-scatters, each hidden behind that micro-batch's backward
+    # except one bucket (with overlap) or fully exposed (without).
+    rs_mb = np.where(ov, np.maximum(np.minimum(bucket, rs), rs - win_b) + sigma * np.minimum(rs, win_b), rs)
+    dp_exposed = dp_exposed + np.where(z == 2, (m - 1.0) * rs_mb, 0.0)
     # FSDP: per micro-batch gathers + reduce-scatter behind that micro-batch's compute
     fsdp_comm = c["fsdp_mb_s"]
     compute_mb = Lps * (gemm_layer + attn_layer + mem_layer + rec_layer)

@@ -436,7 +436,9 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         logits_b = logits_b * (1 + model.mtp_depth)
 
     # ---- pipeline P2P ------------------------------------------------------------------------------
-    pp_bytes = tok * h * 2.0 / np.where(sp, t, 1.0)
+    # each TP rank sends 1/t of the boundary activation (sequence-parallel shard, or Megatron's
+    # scatter/gather optimisation without SP: Narayanan et al. SC'21 §4.1) and re-gathers it over NVLink
+    pp_bytes = tok * h * 2.0 / t
     r_pp = ranks_per_domain(p, t * c * d, hw.domain)
     pp_p2p = collective_time(SEND_RECV, pp_bytes, np.where(p > 1, 2.0, 1.0), np.where(r_pp >= p, 2.0, 1.0), hw)
 
