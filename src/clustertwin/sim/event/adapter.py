@@ -161,6 +161,8 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
             vs = ch * p + i
             chunk = list(layers[first[vs]:first[vs] + counts[vs]])
             if vs == p * v - 1:
+                # multi-token prediction: one more transformer layer per depth before the output head
+                chunk.extend([layers[-1]] * int(getattr(model, "mtp_depth", 0) or 0))
                 chunk.append(logits)
             chunks.append(tuple(chunk))
         stages.append(StageWork(

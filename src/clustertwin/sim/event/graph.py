@@ -14,7 +14,7 @@ after it (TE userbuffers ring-exchange / DualPipe-style overlap).
 
 Data parallel (Megatron DDP, ``distributed_data_parallel.py``): gradient buckets of ``bucket_params``
 parameters are reduced as the backward of the *last* micro-batch of each model chunk produces them
-(``schedules.py`` enables grad sync only then); ZeRO-3 reduces every micro-batch. The distributed
+(``schedules.py`` enables grad sync only then); ZeRO-2/3 (sharded gradients) reduce every micro-batch. The distributed
 optimizer's param all-gather of the previous step runs at the start of the step, bucket by bucket,
 each forward of a layer waiting for its bucket (``overlap_param_gather``); ZeRO-3 gathers every
 layer before each forward and backward use, prefetching one layer ahead. The optimizer step starts
@@ -104,7 +104,7 @@ def _last_grad_slot(order, split_w: bool, zero_stage: int) -> dict[tuple[int, in
     for kd, mb, c in order:
         if kd == kind:
             last[c] = mb
-    if zero_stage >= 3:
+    if zero_stage >= 2:  # sharded gradients: no full-size accumulation buffer, reduce every micro-batch
         return {(mb, c): True for kd, mb, c in order if kd == kind}
     return {(mb, c): True for c, mb in last.items()}
 
@@ -204,8 +204,8 @@ def _build_one_step(g, stages, streams, orders, opts: EventOptions, split_w, p2p
             ss = streams[i]
             after = g.stream_last[ss.compute]
             dur = sum(lw.dp_grad for ch in stages[i].chunks for lw in ch)
-            if opts.zero_stage >= 3:
-                dur *= opts.num_microbatches  # ZeRO-3 reduces every micro-batch
+            if opts.zero_stage >= 2:
+                dur *= opts.num_microbatches  # ZeRO-2/3 reduce every micro-batch
             op = g.add(f"{tag}grad-reduce (no overlap)", ss.dp_grad, dur, "dp-grad", opts.dp_link, (after,))
             dp_last[i].append(op)
     # Global sync (grad-norm all-reduce), optimizer step, then (without overlap) the param all-gather.
