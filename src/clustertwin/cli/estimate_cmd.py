@@ -51,7 +51,7 @@ def _render_estimate(r) -> None:
 @app.command("estimate")
 def estimate_cmd(
     scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML (see scenarios/); flags override it.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model id from the zoo, or a model YAML file.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id from the zoo, or a model YAML file.")] = None,  # type: ignore[assignment]
     system: Annotated[str | None, typer.Option("--system", help="System id, e.g. dgx-a100, hgx-h100, gb200-nvl72.")] = None,
     gpus: _int_opt("--gpus", "Number of GPUs.") = None,
     fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
@@ -70,12 +70,40 @@ def estimate_cmd(
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default on when tp > 1).")] = None,
     overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Communication overlap (Megatron-Core/TE).")] = None,
+    layers: _int_opt("--layers", "Custom model: transformer layers (overrides --model's).") = None,
+    hidden: _int_opt("--hidden", "Custom model: hidden size.") = None,
+    heads: _int_opt("--heads", "Custom model: attention heads.") = None,
+    kv_heads: _int_opt("--kv-heads", "Custom model: KV heads (GQA).") = None,
+    ffn: _int_opt("--ffn", "Custom model: FFN width.") = None,
+    vocab: _int_opt("--vocab", "Custom model: vocabulary size.") = None,
+    swiglu: Annotated[bool | None, typer.Option("--swiglu/--gelu", help="Custom model: gated MLP or not.")] = None,
+    experts: _int_opt("--experts", "Custom model: routed experts.") = None,
+    topk: _int_opt("--topk", "Custom model: experts per token.") = None,
+    expert_ffn: _int_opt("--expert-ffn", "Custom model: expert FFN width.") = None,
     engine: EngineOpt = "analytical",
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Step time, MFU, memory and bottleneck of one training configuration."""
+    """Step time, MFU, memory and bottleneck of one training configuration.
+
+    Models: a zoo id (--model llama3-70b), a model YAML file (--model my.yaml), or shape flags
+    (--layers --hidden --heads ... alone, or on top of --model to change a zoo model).
+    """
     from .. import api
+
+    shape = {k: v for k, v in (("num_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
+                               ("num_kv_heads", kv_heads), ("ffn_hidden_size", ffn), ("vocab_size", vocab),
+                               ("swiglu", swiglu), ("num_experts", experts), ("moe_topk", topk),
+                               ("moe_ffn_hidden_size", expert_ffn)) if v is not None}
+    if shape:
+        if model is not None:
+            model = {"base": model, "id": f"{model}-custom", **shape}
+        else:
+            need = [f for f, k in (("--layers", "num_layers"), ("--hidden", "hidden_size"), ("--heads", "num_attention_heads"),
+                                   ("--vocab", "vocab_size")) if k not in shape]
+            if need:
+                raise InputError(f"a custom model needs {', '.join(need)}", hint="or start from a zoo model with --model")
+            model = {"id": "custom", **shape}
 
     cat = catalog_from(catalog)
     plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,
