@@ -74,3 +74,21 @@ def test_bad_straggler_is_input_error():
     with pytest.raises(InputError):
         simulate_work(uniform_stages(2), EventOptions(num_microbatches=2),
                       stragglers=(Straggler(stage=0, compute=0.0),))
+
+
+def test_degraded_scaleout_link_spares_scaleup_collectives():
+    from clustertwin.errors import InputError
+    from clustertwin.sim.event.engine import LINK_SCALEOUT, LINK_SCALEUP
+
+    p, m = 4, 8
+    stages = uniform_stages(p, p2p=0.2, tp=0.3)
+    kw = dict(num_microbatches=m, interference=InterferenceModel.none(), tp_link=LINK_SCALEUP,
+              pp_link=LINK_SCALEOUT)
+    base = simulate_work(stages, EventOptions(**kw)).step_time_s
+    nic = simulate_work(stages, EventOptions(**kw), stragglers=(Straggler(stage=1, comm=3.0, link="scale-out"),))
+    nvl = simulate_work(stages, EventOptions(**kw), stragglers=(Straggler(stage=1, comm=3.0, link="scale-up"),))
+    both = simulate_work(stages, EventOptions(**kw), stragglers=(Straggler(stage=1, comm=3.0),))
+    assert base < nic.step_time_s <= both.step_time_s
+    assert base < nvl.step_time_s <= both.step_time_s
+    with pytest.raises(InputError):
+        simulate_work(stages, EventOptions(**kw), stragglers=(Straggler(stage=1, comm=2.0, link="pcie"),))

@@ -300,7 +300,8 @@ estimate_event = estimate
 
 
 def parse_straggler(text: str) -> Straggler:
-    """Parse a CLI straggler spec: ``stage=3,compute=1.2`` / ``stage=0,comm=4`` / ``stage=15,layers=1``."""
+    """Parse a CLI straggler spec: ``stage=3,compute=1.2`` / ``stage=0,comm=4,link=scale-out`` /
+    ``stage=15,layers=1``."""
     fields: dict[str, str] = {}
     for part in str(text).split(","):
         if not part.strip():
@@ -309,13 +310,15 @@ def parse_straggler(text: str) -> Straggler:
         if not sep:
             raise InputError(f"cannot read straggler {text!r}", hint="write e.g. stage=3,compute=1.2,comm=2,layers=1")
         fields[key.strip().lower()] = val.strip()
-    unknown = set(fields) - {"stage", "compute", "comm", "layers"}
+    unknown = set(fields) - {"stage", "compute", "comm", "layers", "link"}
     if unknown or "stage" not in fields:
         raise InputError(f"cannot read straggler {text!r}",
-                         hint="keys: stage (required), compute, comm (slowdown factors), layers (extra layers)")
+                         hint="keys: stage (required), compute, comm (slowdown factors), layers (extra layers), "
+                              "link (all | scale-up | scale-out: which links comm slows)")
     try:
         return Straggler(stage=int(fields["stage"]), compute=float(fields.get("compute", 1.0)),
-                         comm=float(fields.get("comm", 1.0)), extra_layers=int(fields.get("layers", 0)))
+                         comm=float(fields.get("comm", 1.0)), extra_layers=int(fields.get("layers", 0)),
+                         link=fields.get("link", "all"))
     except ValueError:
         raise InputError(f"cannot read straggler {text!r}", hint="stage and layers are integers, factors numbers") from None
 

@@ -56,7 +56,7 @@ def simulate_work(
     """Simulate ``opts.steps`` steps of ``stages`` and report the last one."""
     meta = meta or StepMeta()
     if stragglers:
-        stages = apply_stragglers(tuple(stages), tuple(stragglers))
+        stages = apply_stragglers(tuple(stages), tuple(stragglers), opts)
     # The graph is acyclic data (lists of floats/ints/tuples): pausing the cyclic garbage collector
     # while it is built and run saves its repeated full scans of the ~1e5 container objects.
     gc_was_on = gc.isenabled()
@@ -115,7 +115,8 @@ def simulate_work(
     notes = []
     if stragglers:
         notes.append("stragglers: " + ", ".join(
-            f"stage {s.stage} compute x{s.compute:g} comm x{s.comm:g} +{s.extra_layers} layers" for s in stragglers))
+            f"stage {s.stage} compute x{s.compute:g} comm x{s.comm:g} ({s.link}) +{s.extra_layers} layers"
+            for s in stragglers))
     return EventResult(
         step_time_s=float(step),
         tokens_per_s=float(tokens_per_s),

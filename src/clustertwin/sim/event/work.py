@@ -51,23 +51,28 @@ class LayerWork:
     def bwd(self) -> float:
         return self.bwd_input + self.bwd_weight
 
-    def scaled(self, compute: float = 1.0, comm: float = 1.0) -> LayerWork:
-        """The same layer with compute and communication times multiplied (stragglers)."""
+    def scaled(self, compute: float = 1.0, comm: float = 1.0, kinds: frozenset[str] | None = None) -> LayerWork:
+        """The same layer with compute and communication times multiplied (stragglers). ``kinds``
+        limits the communication factor to some of "tp", "cp", "ep", "dp" (default: all)."""
+
+        def f(kind: str) -> float:
+            return comm if kinds is None or kind in kinds else 1.0
+
         return replace(
             self,
             fwd=self.fwd * compute,
             bwd_input=self.bwd_input * compute,
             bwd_weight=self.bwd_weight * compute,
             recompute=self.recompute * compute,
-            tp_fwd=self.tp_fwd * comm,
-            tp_bwd=self.tp_bwd * comm,
-            tp_recompute=self.tp_recompute * comm,
-            cp_fwd=self.cp_fwd * comm,
-            cp_bwd=self.cp_bwd * comm,
-            ep_fwd=self.ep_fwd * comm,
-            ep_bwd=self.ep_bwd * comm,
-            dp_grad=self.dp_grad * comm,
-            dp_param=self.dp_param * comm,
+            tp_fwd=self.tp_fwd * f("tp"),
+            tp_bwd=self.tp_bwd * f("tp"),
+            tp_recompute=self.tp_recompute * f("tp"),
+            cp_fwd=self.cp_fwd * f("cp"),
+            cp_bwd=self.cp_bwd * f("cp"),
+            ep_fwd=self.ep_fwd * f("ep"),
+            ep_bwd=self.ep_bwd * f("ep"),
+            dp_grad=self.dp_grad * f("dp"),
+            dp_param=self.dp_param * f("dp"),
         )
 
 
@@ -86,12 +91,13 @@ class StageWork:
     optimizer: float = 0.0
     step_overhead: float = 0.0  # per-step host/launch/sync work outside the layers (data loading, logging)
 
-    def scaled(self, compute: float = 1.0, comm: float = 1.0) -> StageWork:
+    def scaled(self, compute: float = 1.0, comm: float = 1.0, kinds: frozenset[str] | None = None) -> StageWork:
+        pp = comm if kinds is None or "pp" in kinds else 1.0
         return replace(
             self,
-            chunks=tuple(tuple(lw.scaled(compute, comm) for lw in ch) for ch in self.chunks),
-            p2p_fwd=self.p2p_fwd * comm,
-            p2p_bwd=self.p2p_bwd * comm,
+            chunks=tuple(tuple(lw.scaled(compute, comm, kinds) for lw in ch) for ch in self.chunks),
+            p2p_fwd=self.p2p_fwd * pp,
+            p2p_bwd=self.p2p_bwd * pp,
             optimizer=self.optimizer * compute,
         )
 
@@ -136,18 +142,33 @@ class EventOptions:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Straggler:
     """A perturbation of one pipeline stage: ``compute`` multiplies its compute times (a slowed or
-    throttled GPU), ``comm`` its communication times (a degraded link); ``extra_layers`` adds copies
-    of the stage's last layer (an uneven partition). Ranks are symmetric within a stage, and the
+    throttled GPU), ``comm`` its communication times (a degraded link: ``link`` = "scale-out" slows
+    only the collectives that cross the scale-out network, e.g. a NIC at half speed, "scale-up" only
+    the NVLink ones); ``extra_layers`` adds copies of the stage's last layer (an uneven partition). Ranks are symmetric within a stage, and the
     slowest rank of a stage sets its pace, so one slow GPU slows its whole stage."""
 
     stage: int
     compute: float = 1.0
     comm: float = 1.0
     extra_layers: int = 0
+    link: str = "all"  # which links ``comm`` slows: all | scale-up | scale-out
 
 
-def apply_stragglers(stages: tuple[StageWork, ...], stragglers: tuple[Straggler, ...]) -> tuple[StageWork, ...]:
-    from ...errors import InputError
+LINKS = ("all", "scale-up", "scale-out")
+
+
+def _comm_kinds(link: str, opts: EventOptions | None) -> frozenset[str] | None:
+    """The communication kinds that run over ``link`` under ``opts`` (None: all)."""
+    if link == "all" or opts is None:
+        return None
+    want = LINK_SCALEUP if link == "scale-up" else LINK_SCALEOUT
+    by_kind = {"tp": opts.tp_link, "cp": opts.cp_link, "ep": opts.ep_link, "dp": opts.dp_link, "pp": opts.pp_link}
+    return frozenset(k for k, lk in by_kind.items() if lk == want)
+
+
+def apply_stragglers(stages: tuple[StageWork, ...], stragglers: tuple[Straggler, ...],
+                     opts: EventOptions | None = None) -> tuple[StageWork, ...]:
+    from ...errors import InputError, UnknownNameError
 
     out = list(stages)
     for s in stragglers:
@@ -158,7 +179,9 @@ def apply_stragglers(stages: tuple[StageWork, ...], stragglers: tuple[Straggler,
             )
         if s.compute <= 0 or s.comm <= 0 or s.extra_layers < 0:
             raise InputError("straggler factors must be positive", hint="use e.g. compute=1.2 for 20 % slower")
-        st = out[s.stage].scaled(s.compute, s.comm)
+        if s.link not in LINKS:
+            raise UnknownNameError("straggler link", s.link, LINKS)
+        st = out[s.stage].scaled(s.compute, s.comm, _comm_kinds(s.link, opts))
         if s.extra_layers:
             chunks = list(st.chunks)
             regular = [lw for ch in chunks for lw in ch if lw.name != "logits"] or [lw for ch in chunks for lw in ch]
