@@ -56,8 +56,13 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1):
     return dense + extra, expert
 
 
-def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, recompute_code, flash):
-    """Korthikanti Table 2 generalised (see module docstring); bytes per layer per micro-batch."""
+def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, recompute_code, flash,
+                               fp8: bool = False):
+    """Korthikanti Table 2 generalised (see module docstring); bytes per layer per micro-batch.
+
+    ``fp8``: the inputs saved for the linear layers' weight gradients are kept in FP8 (1 byte): QKV and
+    MLP inputs, attention output, MLP activation output (MODELLING.md §2.4, Megatron MoE README).
+    """
     tp = np.asarray(tp, dtype=float)
     cp = np.asarray(cp, dtype=float)
     b = np.asarray(micro_batch, dtype=float)
@@ -70,7 +75,8 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     drop = 1.0 if model.dropout else 0.0
     sbh = s * b * h
     # elements per token / h, replicated on TP ranks unless SP
-    repl = 4.0 + 2.0 * drop + 2.0 + 2.0  # norms, dropout masks, QKV input, MLP input
+    gemm_in = 1.0 if fp8 else 2.0  # bytes per element of a saved GEMM input
+    repl = 4.0 + 2.0 * drop + 2.0 * gemm_in  # norms, dropout masks, QKV input, MLP input
     if model.is_mla:
         qkv_out = (a * dq + a * dq + a * dv)  # after up-projection
     else:
@@ -80,8 +86,9 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
         frac_moe = model.num_moe_layers / model.num_layers
         moe_f = model.moe_ffn_hidden_size * (model.moe_topk + model.num_shared_experts)
         f_eff = (1 - frac_moe) * model.ffn_hidden_size + frac_moe * (moe_f + model.moe_topk * h / 3.0)
-    mlp_hidden = (6.0 if model.swiglu else 4.0) * f_eff
-    split = 2.0 * qkv_out + 2.0 * a * dv + mlp_hidden + drop * 0.0  # bytes per token (x b s)
+    # fc1 output (2 B x width) + activation output (saved fc2 input)
+    mlp_hidden = ((4.0 if model.swiglu else 2.0) + gemm_in) * f_eff
+    split = 2.0 * qkv_out + gemm_in * a * dv + mlp_hidden  # bytes per token (x b s)
     # Korthikanti's GELU/MHA case: split = 2*3h + 2h + 16h = 24h. Check in tests.
     scores = 5.0 * a * s * b * s  # softmax 2 + dropout mask 1 + dropout output 2 (bytes)
     keep_scores = (~flash) & (rc == 0)
@@ -94,8 +101,13 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
 
 
 def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
-                   vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0):
-    """Memory of the most-loaded GPU by component (bytes, arrays)."""
+                   vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0,
+                   grad_bytes: float = GRAD_BYTES, fp8: bool = False):
+    """Memory of the most-loaded GPU by component (bytes, arrays).
+
+    ``grad_bytes``: the gradient buffer's element size (Megatron keeps main grads in FP32 unless
+    gradients are reduced in BF16, then 2).
+    """
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
     dp_f = np.asarray(dp, dtype=float)
@@ -110,13 +122,13 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     params = dense + expert
     sharded = dense / d_dense + expert / d_exp
     weights = np.where(zero >= 3, WEIGHT_BYTES * sharded, WEIGHT_BYTES * params)
-    grads = np.where(zero >= 2, GRAD_BYTES * sharded, GRAD_BYTES * params)
+    grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
     optim = np.where(zero >= 1, OPT_BYTES * sharded, OPT_BYTES * params)
     # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
     layer_params = params / np.maximum(1.0, model.num_layers / pp_f)
     weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
 
-    stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash)
+    stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
     layers_per_stage = model.num_layers / pp_f
     inflight = np.where(pp_f > 1, np.minimum(pp_f, m), 1.0)
     interleave = np.where(vpp_f > 1, 1.0 + (pp_f - 1.0) / (pp_f * vpp_f), 1.0)
