@@ -309,7 +309,8 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
             gf, gb_ = gf + f_, gb_ + b_
         kv_elems = a * (dq + dv) / t  # K and V per token after up-projection (CP exchange)
     else:
-        f_, b_ = gemm_train_time(hw, tok, (a * dq + 2 * g * dq) / t, h, in_bytes=in_bytes)
+        # KV heads are replicated when tp > g (Megatron): each rank computes max(g/t, 1) KV heads
+        f_, b_ = gemm_train_time(hw, tok, (a / t + 2.0 * np.maximum(g / t, 1.0)) * dq, h, in_bytes=in_bytes)
         gf, gb_ = gf + f_, gb_ + b_
         f_, b_ = gemm_train_time(hw, tok, h, a * dv / t, in_bytes=in_bytes)
         gf, gb_ = gf + f_, gb_ + b_
