@@ -121,3 +121,17 @@ def test_bad_input_exit_2(args):
     p = _cli(*args)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr and p.stderr.strip()
+
+
+def test_builtin_collectives_also_within_bound(shared_dir):
+    """The step model must not depend on which collective model prices the comm (both within bounds)."""
+    from clustertwin.sim import costs
+
+    old = costs.COMM_MODEL["name"]
+    try:
+        costs.COMM_MODEL["name"] = "builtin"
+        rep = validate_file(shared_dir / "validation" / "training.csv")
+    finally:
+        costs.COMM_MODEL["name"] = old
+    assert not rep.failures
+    assert rep.mape_pct <= 10.0 and rep.max_abs_error_pct <= 25.0
