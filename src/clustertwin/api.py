@@ -119,18 +119,29 @@ def _event_engine():
                          hint="use --engine analytical") from None
 
 
-def simulate(scenario: Scenario, *, engine: str = "analytical"):
-    """Step estimate of a scenario with the chosen engine; returns a ``StepResult``."""
+def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = False, schedule: str | None = None,
+             stragglers: tuple[str, ...] = ()):
+    """Step estimate of a scenario with the chosen engine; returns a ``StepResult`` (analytical) or an
+    ``EventResult`` (event: adds the critical path, stream utilisation and, with ``trace``, the timeline).
+
+    ``schedule`` (1f1b | interleaved | zb-h1 | gpipe) and ``stragglers`` (specs such as
+    ``"stage=3,compute=1.2"``) need the event engine.
+    """
     if engine not in ENGINES:
         from .errors import closest
 
         raise InputError(f"unknown engine {engine!r}", suggestions=closest(engine, ENGINES), hint="use analytical or event")
+    if engine != "event" and (trace or schedule or stragglers):
+        what = "--trace" if trace else ("--schedule" if schedule else "--straggler")
+        raise InputError(f"{what} needs the event engine", hint="add --engine event")
     if engine == "event":
         mod = _event_engine()
         fn = getattr(mod, "estimate", None)
         if fn is None:
             raise InputError("the event engine does not provide estimate() yet", hint="use --engine analytical")
-        return fn(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog)
+        parsed = tuple(mod.parse_straggler(s) for s in stragglers)
+        return fn(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
+                  schedule=schedule, stragglers=parsed, trace=trace)
     from .sim.analytical import estimate as _est
 
     return _est(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
+from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, console_err, emit_json
 
 
 def _int_opt(flag: str, help_: str):
@@ -46,6 +46,26 @@ def _render_estimate(r) -> None:
     mem = ", ".join(f"{k} {v:.1f}" for k, v in r.memory_breakdown_gb.items() if v > 0)
     console.print(f"memory (GB): {mem}")
     console.print(f"bottleneck: {r.bottleneck}")
+    _render_event_extras(r)
+
+
+def _render_event_extras(r) -> None:
+    """Event engine only: exposed vs hidden communication, stream utilisation, critical path."""
+    exposed = getattr(r, "exposed_comm_s", None)
+    if exposed is None:
+        return
+    hidden = getattr(r, "hidden_comm_s", {}) or {}
+    comm = ", ".join(f"{k} {v:.3f}/{hidden.get(k, 0.0):.3f}" for k, v in exposed.items())
+    console.print(f"communication exposed/hidden (s): {comm}")
+    util = ", ".join(f"{k} {100 * v:.0f}%" for k, v in (getattr(r, "stream_utilisation", {}) or {}).items())
+    console.print(f"stream utilisation (critical stage {getattr(r, 'critical_stage', '?')}): {util}")
+    path = getattr(r, "critical_path", []) or []
+    if path:
+        by_cat: dict[str, float] = {}
+        for seg in path:
+            by_cat[seg["category"]] = by_cat.get(seg["category"], 0.0) + seg["end_s"] - seg["start_s"]
+        top = ", ".join(f"{k} {v:.3f} s" for k, v in sorted(by_cat.items(), key=lambda kv: -kv[1]))
+        console.print(f"critical path ({len(path)} segments): {top}")
 
 
 @app.command("estimate")
@@ -81,6 +101,9 @@ def estimate_cmd(
     topk: _int_opt("--topk", "Custom model: experts per token.") = None,
     expert_ffn: _int_opt("--expert-ffn", "Custom model: expert FFN width.") = None,
     engine: EngineOpt = "analytical",
+    trace: Annotated[Path | None, typer.Option("--trace", help="Write a Chrome trace-event JSON (Perfetto); needs --engine event.")] = None,
+    schedule: Annotated[str | None, typer.Option("--schedule", help="Pipeline schedule for --engine event: 1f1b | interleaved | zb-h1 | gpipe.")] = None,
+    straggler: Annotated[list[str] | None, typer.Option("--straggler", help="Event engine straggler, e.g. 'stage=3,compute=1.2' (repeatable).")] = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -124,7 +147,12 @@ def estimate_cmd(
         if "tp" not in kw:
             kw["tp"] = 1
         sc = api.build_scenario(model=model, system=system, gpus=gpus, fabric=fabric, catalog=cat, **kw)
-    r = api.simulate(sc, engine=engine)
+    r = api.simulate(sc, engine=engine, trace=trace is not None, schedule=schedule, stragglers=tuple(straggler or ()))
+    if trace is not None:
+        from ..report.trace import write_chrome_trace
+
+        written = write_chrome_trace(r, trace)
+        console_err.print(f"trace written to {written} (open it in ui.perfetto.dev or chrome://tracing)")
     if json_:
         emit_json(_result_json(r))
     else:

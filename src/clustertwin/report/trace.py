@@ -9,6 +9,7 @@ Metadata events (``"ph": "M"``, ``process_name`` / ``thread_name`` / ``*_sort_in
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -58,5 +59,13 @@ def write_chrome_trace(result_or_timeline: Any, path: str | Path) -> Path:
     """Write the trace JSON to ``path`` (the only place the event engine's output touches disk)."""
     p = Path(path)
     doc = chrome_trace(result_or_timeline)
-    p.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+    if not p.parent.is_dir():
+        from ..errors import InputError
+
+        raise InputError(f"cannot write trace {str(p)!r}: folder {str(p.parent)!r} does not exist",
+                         hint="create the folder first or pass another --trace path")
+    # Atomic: a crash never leaves a half-written trace where the user asked for one.
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
+    os.replace(tmp, p)
     return p
