@@ -104,6 +104,7 @@ def fabric_cmd(
     act_size: Annotated[str, typer.Option("--act-size", help="step: activation bytes per micro-batch per PP send")] = "64M",
     microbatches: Annotated[int, typer.Option("--microbatches", help="step: micro-batches per step")] = 8,
     max_phases: Annotated[int, typer.Option("--max-phases", help="all-to-all: most shift phases simulated (sampled above)")] = 32,
+    window: Annotated[int, typer.Option("--window", help="all-to-all: domain shifts in flight at once")] = 1,
     top: Annotated[int, typer.Option("--top", help="hottest links to list")] = 5,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -180,7 +181,7 @@ def fabric_cmd(
             phases = step_phases(tp=tp, pp=pp, dp=d, ranks_per_domain=sysm.devices_per_domain, grad_bytes=size_b,
                                  act_bytes=float(parse_size(act_size)), microbatches=microbatches)
             return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn)
-        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases)
+        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases, window=window)
 
     run = run_once(fab)
     out = {**header, **_run_summary(run, size_b if what_k in _BUS else None, what_k, n_gpus, top)}

@@ -294,8 +294,13 @@ def simulate_phases(
     res = simulate_flows(A, cap, size, start, block, n_blocks)
     w = np.asarray(weights)
     alone = size / alone_rates(A, cap)
-    ideal_block = np.zeros(n_blocks)  # every flow alone at the full NIC line rate
+    # ideal: no contention in the network; each NIC sends and receives its bytes at line rate
+    ideal_block = np.zeros(n_blocks)
     np.maximum.at(ideal_block, block, start + size / topo.nic_bw)
+    E = topo.shape.n_endpoints
+    for ep in (src, dst):
+        nic_bytes = np.bincount(block * E + ep, weights=size, minlength=n_blocks * E).reshape(n_blocks, E)
+        ideal_block = np.maximum(ideal_block, nic_bytes.max(axis=1) / topo.nic_bw)
     by_id = (res.link_bytes.reshape(n_blocks, NL) * w[:, None]).sum(0)
     counts = np.bincount(block, minlength=n_blocks)
     return FabricRun(
@@ -331,6 +336,7 @@ def simulate_collective(
     seed: int = 0,
     pxn: bool = True,
     max_phases: int = 32,
+    window: int = 1,
     stragglers: dict[int, float] | None = None,
     gpu_of_rank: np.ndarray | None = None,
 ) -> FabricRun:
@@ -338,7 +344,7 @@ def simulate_collective(
     lay = fab.layout
     n = n_ranks or lay.n_gpus
     g = ranks_per_domain or min(lay.devices_per_domain, n)
-    phases = collective_phases(op, size_bytes, n, g, max_phases=max_phases)
+    phases = collective_phases(op, size_bytes, n, g, max_phases=max_phases, window=window)
     if gpu_of_rank is None and g != lay.devices_per_domain:
         r = np.arange(n)
         gpu_of_rank = (r // g) * lay.devices_per_domain + r % g
@@ -488,7 +494,7 @@ def flow_collective_time(
 
     Builds the fabric for ``n_ranks / ranks_per_domain`` domains of ``system`` on ``scaleout``
     (``topology`` keywords: ``topology``, ``tiers``, ``oversubscription``, ``radix``, ``faults``,
-    ``pxn``, ``max_phases``), simulates the flows under max-min sharing and returns
+    ``pxn``, ``max_phases``, ``window``), simulates the flows under max-min sharing and returns
 
         t = T_flow / eta + steps * (2 * nic_latency + hops * hop_latency)
 
@@ -498,6 +504,7 @@ def flow_collective_time(
     """
     pxn = topology.pop("pxn", True)
     max_phases = topology.pop("max_phases", 32)
+    window = topology.pop("window", 1)
     g = int(ranks_per_domain)
     if g < 1 or n_ranks % g:
         raise InputError(f"{n_ranks} ranks do not fill whole domains of {ranks_per_domain}")
@@ -505,7 +512,7 @@ def flow_collective_time(
     n_gpus = D * system.devices_per_domain
     fab = make_fabric(system, scaleout, n_gpus, **topology)
     run = simulate_collective(fab, op, size_bytes, n_ranks=n_ranks, ranks_per_domain=g, routing=routing,
-                              seed=seed, pxn=pxn, max_phases=max_phases)
+                              seed=seed, pxn=pxn, max_phases=max_phases, window=window)
     if run.time_s == 0:
         return 0.0
     steps = float(run.phase_repeats.sum())

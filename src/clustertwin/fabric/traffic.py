@@ -65,11 +65,13 @@ def _ring_pairs(n_ranks: int, g: int, stride_domains: int = 1) -> tuple[np.ndarr
 
 
 def collective_phases(op: str, size_bytes: float, n_ranks: int, ranks_per_domain: int,
-                      max_phases: int = 32) -> list[Phase]:
+                      max_phases: int = 32, window: int = 1) -> list[Phase]:
     """Scale-out phases of a collective over ``n_ranks`` ranks, ``ranks_per_domain`` per domain.
 
-    All-to-all with more than ``max_phases`` shift phases simulates ``max_phases`` evenly spaced
-    shifts, each weighted by (D-1)/max_phases (exact when D-1 <= max_phases; docs/fabric.md).
+    All-to-all runs ``window`` consecutive domain shifts concurrently per phase (1 = one peer
+    domain at a time, barrier between shifts; larger = more peers in flight, as NCCL's grouped
+    p2p does). With more than ``max_phases`` phases, ``max_phases`` evenly spaced ones are
+    simulated and weighted so the bytes add up (exact when nothing is skipped; docs/fabric.md).
     """
     op = check_collective(op)
     g = int(ranks_per_domain)
@@ -80,6 +82,8 @@ def collective_phases(op: str, size_bytes: float, n_ranks: int, ranks_per_domain
             f"{n_ranks} ranks do not fill whole domains of {g}",
             hint="use a rank count that is a multiple of ranks per domain",
         )
+    if window < 1 or max_phases < 1:
+        raise InputError(f"window and max_phases must be >= 1, got {window}, {max_phases}")
     D = n_ranks // g
     if D < 2 or size_bytes <= 0:
         return []
@@ -90,15 +94,19 @@ def collective_phases(op: str, size_bytes: float, n_ranks: int, ranks_per_domain
     if op in ("all_gather", "reduce_scatter"):
         s, d = _ring_pairs(n_ranks, g)
         return [Phase(s, d, np.full(s.size, chunk), repeat=D - 1, name="ring step")]
-    # all-to-all: shift phases
-    shifts = np.arange(1, D)
-    if shifts.size > max_phases:
-        shifts = np.unique(np.round(np.linspace(1, D - 1, max_phases)).astype(int))
-    w = (D - 1) / shifts.size
+    # all-to-all: windows of consecutive domain shifts
+    starts = np.arange(1, D, window)
+    if starts.size > max_phases:
+        starts = np.unique(starts[np.round(np.linspace(0, starts.size - 1, max_phases)).astype(int)])
+    groups = [np.arange(k, min(k + window, D)) for k in starts]
+    w = (D - 1) / sum(gr.size for gr in groups)
     out = []
-    for k in shifts:
-        s, d = _ring_pairs(n_ranks, g, int(k))
-        out.append(Phase(s, d, np.full(s.size, g * chunk), repeat=w, name=f"shift {k}"))
+    for gr in groups:
+        pairs = [_ring_pairs(n_ranks, g, int(k)) for k in gr]
+        s = np.concatenate([p[0] for p in pairs])
+        d = np.concatenate([p[1] for p in pairs])
+        name = f"shift {gr[0]}" if gr.size == 1 else f"shifts {gr[0]}-{gr[-1]}"
+        out.append(Phase(s, d, np.full(s.size, g * chunk), repeat=w, name=name))
     return out
 
 
