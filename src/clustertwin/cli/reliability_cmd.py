@@ -66,38 +66,41 @@ def _model(name: str | None):
     return get_model(name)
 
 
-def performance(cat, system_id: str, gpus: int, fabric: str | None, model_id: str) -> dict[str, Any]:
-    """Best layout's step time from the planner (or the estimate API); ``{"error": why}`` when neither
-    can answer. Lives in the CLI layer because reliability sits beside the planner, not above it."""
-    try:
-        from ..planner import PlanRequest, plan
-    except ImportError as exc:
-        plan = None
-        why = f"planner not available ({exc})"
-    if plan is not None:
+def performance(cat, system_id: str, gpus: int, fabric: str | None, model_id: str,
+                global_batch: int | None = None) -> dict[str, Any]:
+    """Best layout's step time from the planner; ``{"error": why}`` when no layout can use the design.
+
+    Without an explicit ``global_batch`` the planner's default batch is tried first and then the nearby
+    batches it would suggest (multiples of powers of two and of the GPU count), so that designs whose
+    GPU count does not divide the default batch (576 GPUs = 8 NVL72 racks) are still compared; the
+    batch used is reported in ``basis``. Lives in the CLI layer because reliability sits beside the
+    planner, not above it.
+    """
+    from ..planner import PlanRequest, plan
+    from ..planner.planning import DEFAULT_TOKENS_PER_BATCH, _batch_candidates
+
+    t0 = time.perf_counter()
+    first_error: InputError | None = None
+    batches: list[int | None] = [global_batch]
+    if global_batch is None:
+        seq = int(getattr(_model(model_id), "seq_len", 0) or 2048)
+        default = max(1, DEFAULT_TOKENS_PER_BATCH // seq)
+        batches = [default, *_batch_candidates(default, gpus)[:6]]
+    for gb in batches:
         try:
-            t0 = time.perf_counter()
-            rep = plan(PlanRequest(model=model_id, system=system_id, num_gpus=gpus, fabric=fabric, top_k=1), cat)
-            best = rep.plans[0]
-            keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
-            return {"step_time_s": best.get("step_time_s"), "tokens_per_s": best.get("tokens_per_s"),
-                    "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
-                    "basis": f"planner best layout ({rep.engine}, {time.perf_counter() - t0:.1f} s)"}
+            rep = plan(PlanRequest(model=model_id, system=system_id, num_gpus=gpus, fabric=fabric,
+                                   global_batch=gb, top_k=1), cat)
         except InputError as exc:
-            return {"error": f"planner: {exc.message}"}
-        except Exception as exc:  # another area's engine failing must not hide the rest of the table
-            why = f"planner failed: {type(exc).__name__}: {exc}"
-    try:
-        from ..api import estimate  # type: ignore[attr-defined]
-    except ImportError:
-        return {"error": why + "; estimate API not available"}
-    try:
-        r = estimate(model=model_id, system=system_id, gpus=gpus, fabric=fabric)
-        r = r.to_dict() if hasattr(r, "to_dict") else dict(r)
-        return {"step_time_s": r.get("step_time_s"), "tokens_per_s": r.get("tokens_per_s"), "mfu": r.get("mfu"),
-                "basis": "estimate API, default layout"}
-    except Exception as exc:
-        return {"error": f"{why}; estimate failed: {exc}"}
+            first_error = first_error or exc
+            continue
+        best = rep.plans[0]
+        keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
+        used = rep.request.get("global_batch", gb)
+        return {"step_time_s": best.get("step_time_s"), "tokens_per_s": best.get("tokens_per_s"),
+                "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
+                "basis": f"planner best layout, global batch {used} ({rep.engine}, {time.perf_counter() - t0:.1f} s)"}
+    assert first_error is not None
+    return {"error": f"planner: {first_error.message}"}
 
 
 def _assumption_list(items) -> None:
