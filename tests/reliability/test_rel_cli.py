@@ -81,3 +81,20 @@ def test_human_output_lists_assumptions(capsys):
                               "--no-plan")
     assert rc == 0, err
     assert "ETTR" in out and "Assumptions" in out and "spare domains of 72" in out
+
+
+def test_compare_gives_step_time_when_gpu_count_does_not_divide_the_default_batch():
+    """576 GPUs (8 NVL72 racks) cannot split the planner's default batch of 512 sequences; compare must
+    still time the design, on a nearby batch it names."""
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "clustertwin", "compare", "gb200-nvl72x8@ib-ndr-400g",
+                        "--model", "llama3-70b", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["designs"][0]
+    assert d["num_accelerators"] == 576
+    assert d["step_time_s"] and d["step_time_s"] > 0
+    assert 0 < d["mfu"] < 1
+    assert "global batch" in d["performance_basis"]
