@@ -105,6 +105,7 @@ def fabric_cmd(
     microbatches: Annotated[int, typer.Option("--microbatches", help="step: micro-batches per step")] = 8,
     max_phases: Annotated[int, typer.Option("--max-phases", help="all-to-all: most shift phases simulated (sampled above)")] = 32,
     window: Annotated[int, typer.Option("--window", help="all-to-all: domain shifts in flight at once")] = 1,
+    channels: Annotated[int, typer.Option("--channels", help="sub-flows (QPs) per connection, each routed on its own")] = 1,
     top: Annotated[int, typer.Option("--top", help="hottest links to list")] = 5,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -131,6 +132,8 @@ def fabric_cmd(
         raise InputError(f"--domains must be positive, got {domains}")
     if oversubscription < 1:
         raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 = full bisection, 2 = 2:1")
+    if channels < 1:
+        raise InputError(f"--channels must be >= 1, got {channels}")
     if fail_links < 0:
         raise InputError(f"--fail-links must be >= 0, got {fail_links}")
     cat = catalog_from(catalog)
@@ -173,15 +176,17 @@ def fabric_cmd(
         if what_k == "matrix":
             if matrix is None:
                 raise InputError("`fabric matrix` needs --matrix FILE", hint="CSV with header src,dst,bytes[,start_s]")
-            return simulate_phases(f, [read_matrix(matrix, n_gpus)], routing=routing_k, seed=seed, pxn=pxn)
+            return simulate_phases(f, [read_matrix(matrix, n_gpus)], routing=routing_k, seed=seed, pxn=pxn,
+                                   channels=channels)
         if what_k == "step":
             d = dp or n_gpus // (tp * pp)
             if d < 1 or tp * pp * d > n_gpus:
                 raise InputError(f"tp*pp*dp = {tp * pp * (dp or 0)} does not fit {n_gpus} GPUs")
             phases = step_phases(tp=tp, pp=pp, dp=d, ranks_per_domain=sysm.devices_per_domain, grad_bytes=size_b,
                                  act_bytes=float(parse_size(act_size)), microbatches=microbatches)
-            return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn)
-        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases, window=window)
+            return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn, channels=channels)
+        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases, window=window,
+                                   channels=channels)
 
     run = run_once(fab)
     out = {**header, **_run_summary(run, size_b if what_k in _BUS else None, what_k, n_gpus, top)}

@@ -237,12 +237,15 @@ def simulate_phases(
     pxn: bool = True,
     gpu_of_rank: np.ndarray | None = None,
     stragglers: dict[int, float] | None = None,
+    channels: int = 1,
 ) -> FabricRun:
     """Simulate phases that run back to back (one program alone on the fabric).
 
     Each phase is simulated once as its own block (all blocks in one vectorised event loop) and
     its time multiplied by ``repeat``. ``stragglers`` (rank -> delay s) delay the flows their rank
-    sends in the first repetition of the first phase.
+    sends in the first repetition of the first phase. ``channels``: sub-flows per connection
+    (NCCL channels / RDMA QPs; Llama 3 used 16 per GPU pair, fact-13), each hashed or placed on
+    its own path.
     """
     t0 = _time.perf_counter()
     routing = check_routing(routing)
@@ -288,7 +291,13 @@ def simulate_phases(
     size = np.concatenate([b[2] for b in blocks])
     start = np.concatenate([b[3] for b in blocks])
     block = np.concatenate([np.full(b[0].size, i) for i, b in enumerate(blocks)])
-    A = route(topo, src, dst, routing, seed=seed, block=block, n_blocks=n_blocks)
+    salt = None
+    if channels > 1:  # each connection as `channels` sub-flows (QPs) hashed independently
+        c = int(channels)
+        src, dst, block = np.repeat(src, c), np.repeat(dst, c), np.repeat(block, c)
+        size, start = np.repeat(size / c, c), np.repeat(start, c)
+        salt = np.tile(np.arange(c), src.size // c)
+    A = route(topo, src, dst, routing, seed=seed, block=block, n_blocks=n_blocks, salt=salt)
     NL = topo.capacity.size
     cap = np.tile(topo.capacity, n_blocks)
     res = simulate_flows(A, cap, size, start, block, n_blocks)
@@ -339,6 +348,7 @@ def simulate_collective(
     window: int = 1,
     stragglers: dict[int, float] | None = None,
     gpu_of_rank: np.ndarray | None = None,
+    channels: int = 1,
 ) -> FabricRun:
     """A collective over ``n_ranks`` (default: every GPU) with ``ranks_per_domain`` ranks per domain."""
     lay = fab.layout
@@ -349,7 +359,7 @@ def simulate_collective(
         r = np.arange(n)
         gpu_of_rank = (r // g) * lay.devices_per_domain + r % g
     return simulate_phases(fab, phases, routing=routing, seed=seed, pxn=pxn, gpu_of_rank=gpu_of_rank,
-                           stragglers=stragglers)
+                           stragglers=stragglers, channels=channels)
 
 
 # ----------------------------------------------------------------------------- multi-tenancy
@@ -494,7 +504,7 @@ def flow_collective_time(
 
     Builds the fabric for ``n_ranks / ranks_per_domain`` domains of ``system`` on ``scaleout``
     (``topology`` keywords: ``topology``, ``tiers``, ``oversubscription``, ``radix``, ``faults``,
-    ``pxn``, ``max_phases``, ``window``), simulates the flows under max-min sharing and returns
+    ``pxn``, ``max_phases``, ``window``, ``channels``), simulates the flows under max-min sharing and returns
 
         t = T_flow / eta + steps * (2 * nic_latency + hops * hop_latency)
 
@@ -505,6 +515,7 @@ def flow_collective_time(
     pxn = topology.pop("pxn", True)
     max_phases = topology.pop("max_phases", 32)
     window = topology.pop("window", 1)
+    channels = topology.pop("channels", 1)
     g = int(ranks_per_domain)
     if g < 1 or n_ranks % g:
         raise InputError(f"{n_ranks} ranks do not fill whole domains of {ranks_per_domain}")
@@ -512,7 +523,7 @@ def flow_collective_time(
     n_gpus = D * system.devices_per_domain
     fab = make_fabric(system, scaleout, n_gpus, **topology)
     run = simulate_collective(fab, op, size_bytes, n_ranks=n_ranks, ranks_per_domain=g, routing=routing,
-                              seed=seed, pxn=pxn, max_phases=max_phases, window=window)
+                              seed=seed, pxn=pxn, max_phases=max_phases, window=window, channels=channels)
     if run.time_s == 0:
         return 0.0
     steps = float(run.phase_repeats.sum())
