@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import InputError
+from .userfiles import read_yaml
 from .workload.model import ModelSpec, get_model, model_from_dict
 from .workload.plan import ParallelPlan, check_plan, make_plan
 
@@ -82,14 +81,7 @@ def build_scenario(*, model: str | ModelSpec | dict, system: str, gpus: int | No
 def load_scenario(path: str | Path, *, catalog=None, catalog_paths=(), overrides: dict[str, Any] | None = None) -> Scenario:
     """Read a scenario YAML: ``model`` (zoo id or mapping), ``system``, ``fabric``, ``gpus``, ``plan``."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise InputError(f"scenario file {str(p)!r} does not exist", hint="see scenarios/*.yaml for examples") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"scenario file {str(p)!r} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"scenario file {str(p)!r} must be a mapping with model, system, gpus and plan")
+    data = read_yaml(p, "scenario file", hint="see scenarios/*.yaml for examples", shape="model, system, gpus and plan")
     allowed = {"name", "description", "model", "system", "fabric", "gpus", "plan", "source"}
     bad = set(data) - allowed
     if bad:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from ..errors import InputError, UnknownNameError
 from ..hardware import Accelerator, ScaleOutTech, ScaleUpTech, SystemSpec
+from ..userfiles import read_yaml
 from .schema import CatalogFile
 
 ENV_VAR = "CLUSTERTWIN_CATALOG"
@@ -70,19 +71,8 @@ class Catalog:
 
 
 def _read_yaml(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"catalog file {str(path)!r} does not exist", hint="check the path given to --catalog or CLUSTERTWIN_CATALOG") from None
-    except OSError as exc:
-        raise InputError(f"cannot read catalog file {str(path)!r}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"catalog file {str(path)!r} is not valid YAML: {exc}", hint="fix the YAML syntax at the line shown") from None
-    if not isinstance(data, dict):
-        raise InputError(f"catalog file {str(path)!r} must hold a mapping with sections {', '.join(SECTIONS)}")
-    return data
+    return read_yaml(path, "catalog file", hint="check the path given to --catalog or CLUSTERTWIN_CATALOG",
+                     shape=f"sections {', '.join(SECTIONS)}")
 
 
 def _parse(path_label: str, data: dict) -> CatalogFile:

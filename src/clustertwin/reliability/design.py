@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..catalog import Catalog
 from ..errors import InputError, UnknownNameError
 from ..hardware import ScaleOutTech, SystemSpec
+from ..userfiles import read_yaml
 from .counts import ComponentCounts
 from .params import Params
 
@@ -93,15 +92,8 @@ def domains_for(system: SystemSpec, gpus: int) -> int:
 
 
 def _from_file(path: Path, cat: Catalog, params: Params | None) -> Design:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise InputError(f"design file {str(path)!r} does not exist",
-                         hint="give SYSTEM[xDOMAINS][@FABRIC] or the path of a scenario YAML file") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"design file {str(path)!r} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"design file {str(path)!r} must hold a mapping with at least `system`")
+    data = read_yaml(path, "design file", hint="give SYSTEM[xDOMAINS][@FABRIC] or the path of a scenario YAML file",
+                     shape="at least `system`")
     c: dict[str, Any] = data.get("cluster", data) if isinstance(data.get("cluster", data), dict) else data
     sid = c.get("system")
     if not sid:

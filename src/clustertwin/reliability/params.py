@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from ..errors import InputError
+from ..userfiles import read_yaml
 
 _FILES = ("failure_rates.yaml", "defaults.yaml")
 
@@ -195,19 +196,8 @@ def _mark_user(data: Any, label: str) -> Any:
 
 
 def _read_user(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"reliability defaults file {str(path)!r} does not exist", hint="check the path given to --defaults") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {str(path)!r}: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{str(path)!r} is not valid YAML: {exc}", hint="fix the YAML syntax at the line shown") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{str(path)!r} must hold a mapping (sections: classes, checkpoint, restart, power, cost ...)")
-    return data
+    return read_yaml(path, "reliability defaults file", hint="check the path given to --defaults",
+                     shape="sections: classes, checkpoint, restart, power, cost ...")
 
 
 def _params_map(section: Mapping[str, Any], label: str, where: str) -> dict[str, Param]:
