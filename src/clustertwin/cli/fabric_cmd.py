@@ -46,7 +46,8 @@ def _run_summary(run, size_bytes: float | None, op: str | None, n_ranks: int | N
     }
     nic = [r for r in out["tier_utilisation"] if r["tier"] == "nic-up"]
     if nic and nic[0]["used"] and run.time_s > 0:
-        out["nic_gbs"] = nic[0]["bytes"] / nic[0]["used"] / run.time_s / 1e9
+        nics = max(1.0, nic[0]["used"] / run.topo.shape.planes)  # a NIC has one port per plane
+        out["nic_gbs"] = nic[0]["bytes"] / nics / run.time_s / 1e9
         out["nic_line_gbs"] = run.topo.nic_bw / 1e9
     if op in _BUS and size_bytes and run.time_s > 0 and n_ranks:
         out["algbw_gbs"] = size_bytes / run.time_s / 1e9
