@@ -22,7 +22,7 @@ ENGINES = ("analytical", "event")
 
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
               "sequence_parallel", "zero", "fsdp", "recompute", "dtype", "flash_attention", "overlap",
-              "grad_reduce_bytes", "uneven_pipeline", "cp_comm")
+              "grad_reduce_bytes", "uneven_pipeline", "cp_comm", "microbatch_group")
 
 
 @dataclass(frozen=True, slots=True)

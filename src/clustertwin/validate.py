@@ -144,6 +144,16 @@ def _virtual_stages(row: dict[str, str]) -> int:
     return v
 
 
+# Interleaved micro-batch group (Megatron microbatch_group_size_per_vp_stage, default p): no row prints one,
+# so every row keeps the default. The Llama 3 rows run the paper's "modified interleaved schedule": the
+# paper (arXiv:2407.21783 Sec. 3.3.2) says the schedule "allows setting N flexibly" (N consecutive
+# micro-batches per stage) and that "with these optimizations, we could pre-train Llama 3 on sequences of
+# 8K tokens without activation checkpointing" - hence recompute=none - but it prints neither N nor V.
+# Megatron's warm-up formula is only deadlock-free for N >= p, so N = p is the smallest schedule we can
+# model; with the exact per-chunk warm-up count and one layer fewer on the first/last stage (also stated
+# there) those rows fit in 80 GB (docs/modelling.md section 2).
+
+
 def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     modern = _modern_stack(row)
     zero = _int(row, "zero_stage")

@@ -81,6 +81,8 @@ def estimate_cmd(
     cp: _int_opt("--cp", "Context parallel degree.") = None,
     ep: _int_opt("--ep", "Expert parallel degree (inside tp*dp*cp).") = None,
     vpp: _int_opt("--vpp", "Interleaved virtual stages per pipeline rank.") = None,
+    microbatch_group: _int_opt("--microbatch-group", "Interleaved schedule: consecutive micro-batches per virtual "
+                               "stage (Megatron --microbatch-group-size-per-virtual-pipeline-stage; default pp).") = None,
     zero: _int_opt("--zero", "ZeRO stage 0-3 (1 = distributed optimizer).") = None,
     fsdp: Annotated[bool | None, typer.Option("--fsdp/--no-fsdp", help="Fully sharded data parallel (ZeRO-3).")] = None,
     micro_batch: _int_opt("--micro-batch", "Sequences per micro-batch.") = None,
@@ -131,7 +133,8 @@ def estimate_cmd(
     cat = catalog_from(catalog)
     plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,
                "micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len, "recompute": recompute,
-               "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap}
+               "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap,
+               "microbatch_group": microbatch_group}
     for k, v in plan_kw.items():
         if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k == "zero" else 1):
             raise InputError(f"--{k.replace('_', '-')} must be positive, got {v}", hint="pass a positive integer")

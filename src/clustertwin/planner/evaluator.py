@@ -284,6 +284,7 @@ class AnalyticalEvaluator:
             self.model, seq_len=self.seq_len, micro_batch=mb, num_micro_batches=self.global_batch // (mb * dp),
             tp=tp, pp=plans["pp"], dp=dp, cp=plans["cp"], ep=plans["ep"], vpp=plans["vpp"], zero=plans["zero"],
             sp=tp > 1, recompute_code=plans["recompute"], runtime_overhead_bytes=overhead,
+            microbatch_group=plans.get("microbatch_group"),
         )
         return np.broadcast_to(np.asarray(out["total"], dtype=float), (n,)).copy()
 

@@ -187,6 +187,9 @@ def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.
     ok &= gb % (mb * dp) == 0
     m = gb // np.maximum(mb * dp, 1)
     ok &= (vpp == 1) | (m % np.maximum(pp, 1) == 0)
+    # interleaved micro-batch group: 0 (= pp) or pp <= group <= m (smaller groups deadlock the warm-up)
+    grp = a["mb_group"]
+    ok &= (grp == 0) | (vpp == 1) | ((grp >= pp) & (grp <= m))
     return ok
 
 
@@ -217,6 +220,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     sp = plans.get("sequence_parallel")
     a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.asarray(sp).astype(bool) & (np.asarray(a["tp"]) > 1))
     a["uneven"] = np.asarray(plans.get("uneven_pipeline", False)).astype(bool)
+    a["mb_group"] = np.asarray(plans.get("microbatch_group", 0)).astype(np.int64)
     if "fsdp" in plans:
         a["zero"] = np.where(np.asarray(plans["fsdp"]).astype(bool), 3, a["zero"])
     keys = list(a)
@@ -246,7 +250,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
                          pp=a["pp"], dp=a["dp"], cp=a["cp"], ep=a["ep"], etp=a["etp"], vpp=a["vpp"],
                          zero=a["zero"], sp=a["sp"], recompute_code=a["recompute"], flash=flash_attention,
                          runtime_overhead_bytes=hw.eff.runtime_overhead_bytes, grad_bytes=float(grad_reduce_bytes),
-                         fp8=dtype in ("fp8", "mxfp8", "nvfp4"))
+                         fp8=dtype in ("fp8", "mxfp8", "nvfp4"), microbatch_group=a["mb_group"])
     for k in MEMORY:
         out[f"memory_{k}_gb"] = np.broadcast_to(mem[k], step.shape) / 1e9
     out["memory_gb_per_gpu"] = np.broadcast_to(mem["total"], step.shape) / 1e9
@@ -303,7 +307,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
     plans = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "vpp": plan.vpp,
              "micro_batch": plan.micro_batch, "recompute": plan.recompute_code, "zero": plan.zero_effective,
              "global_batch": plan.global_batch, "sequence_parallel": plan.sequence_parallel, "etp": plan.etp,
-             "uneven_pipeline": plan.uneven_pipeline}
+             "uneven_pipeline": plan.uneven_pipeline, "microbatch_group": plan.microbatch_group}
     hw = make_hardware(system, fabric, plan.dtype, catalog)
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,

@@ -15,8 +15,18 @@ per term: QKV input 2sbh, Q/K/V 2sb(ad + 2gd), attention output 2sb ad, (unfused
 6sbf (SwiGLU), norms 4sbh. Without sequence parallelism the norm inputs, dropout masks and the inputs of
 the QKV and MLP GEMMs (10 sbh with dropout) are replicated on the TP ranks, everything else is split.
 FlashAttention and selective recomputation drop the 5as^2b term; full recomputation keeps only the
-layer input (2sbh, /t with SP) plus one layer's working set. 1F1B keeps min(p, m) micro-batches in
-flight on stage 0 (L layers' worth), interleaving multiplies by 1 + (p-1)/(p v) (§2.3).
+layer input (2sbh, /t with SP) plus one layer's working set.
+
+Pipeline in-flight activations follow the schedules (MODELLING.md §2.3, §4): 1F1B (PipeDream-Flush)
+holds min(p - i, m) micro-batches of its own layers on stage i; Megatron's interleaved schedule
+(``schedules.py get_pp_rank_microbatches``) runs ``(p - i - 1)*2 + (v - 1)*G`` warm-up forwards of
+model chunks with L/(p v) layers, G = ``microbatch_group_size_per_vp_stage`` (default p), so at its
+peak stage i holds ``min((p - i - 1)*2 + (v - 1)*G + 1, m v)`` chunk-micro-batches. With G = p stage 0
+holds L(1 + (p - 1)/(p v)) layers' worth (Korthikanti et al. §4.2.3); a smaller G (Llama 3's
+"flexible N", arXiv:2407.21783 §3.3.2) holds fewer. The peak is the larger of the first stage
+(embedding, most warm-up) and the last stage (fewest in flight, plus the FP32 logits); when L + 2
+divides into p v stages the first and last stage hold one layer fewer (embedding / loss counted as
+layers: Megatron ``account_for_embedding/loss_in_pipeline_split``, Llama 3 §3.3.2).
 """
 
 from __future__ import annotations
@@ -100,13 +110,55 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     return np.where(rc == 2, full, per_layer), per_layer + np.where(~flash, scores / tp, 0.0)
 
 
+def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microbatch_group=None):
+    """Layer-micro-batches of activations held at the schedule's peak on the first and the last pipeline
+    stage: ``(first, last)``, arrays (see the module docstring for the schedules).
+
+    Interleaved: the peak is the warm-up forwards plus one, counted chunk by chunk in Megatron's
+    schedule table order (groups of G micro-batches, chunk after chunk), so that the first chunk of
+    the first stage and the last chunk of the last stage, which hold one layer fewer when the
+    embedding / loss take a layer slot, are weighted by how many of their micro-batches are in flight.
+    ``microbatch_group`` (Megatron ``microbatch_group_size_per_vp_stage``): 0 / None means p; the
+    warm-up formula is only deadlock-free for G >= p (``check_plan`` rejects smaller groups).
+    """
+    p = np.asarray(pp, dtype=float)
+    v = np.asarray(vpp, dtype=float)
+    m = np.asarray(num_micro_batches, dtype=float)
+    G = np.asarray(0 if microbatch_group is None else microbatch_group, dtype=float)
+    G = np.minimum(np.where(G > 0, G, p), np.maximum(m, 1.0))
+    L = float(num_layers)
+    stages = p * v
+    plus2 = (~np.isclose(np.mod(L, stages), 0.0)) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
+    per_chunk = np.where(plus2, (L + 2.0) / stages, L / stages)  # layer slots per chunk (1F1B: per stage)
+    total_chunks = m * v
+
+    def chunk_count(k, c):
+        """Forwards of chunk ``c`` among the first ``k`` of the schedule table (groups of G per chunk)."""
+        q, r = np.floor_divide(k, G * v), np.mod(k, G * v)
+        return np.minimum(q * G + np.clip(r - c * G, 0.0, G), m)
+
+    k_first = np.minimum((p - 1.0) * 2.0 + (v - 1.0) * G + 1.0, total_chunks)
+    k_last = np.minimum((v - 1.0) * G + 1.0, total_chunks)
+    inter_first = k_first * per_chunk - np.where(plus2, chunk_count(k_first, 0.0), 0.0)
+    inter_last = k_last * per_chunk - np.where(plus2, chunk_count(k_last, v - 1.0), 0.0)
+    # 1F1B: stage i holds min(p - i, m) micro-batches of its layers
+    f1b_first = np.minimum(p, m) * (per_chunk - np.where(plus2, 1.0, 0.0))
+    f1b_last = np.minimum(1.0, m) * (per_chunk - np.where(plus2, 1.0, 0.0))
+    first = np.where(p > 1, np.where(v > 1, inter_first, f1b_first), L)
+    last = np.where(p > 1, np.where(v > 1, inter_last, f1b_last), L)
+    return first, last
+
+
 def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
                    vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0,
-                   grad_bytes: float = GRAD_BYTES, fp8: bool = False):
+                   grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None):
     """Memory of the most-loaded GPU by component (bytes, arrays).
 
     ``grad_bytes``: the gradient buffer's element size (Megatron keeps main grads in FP32 unless
-    gradients are reduced in BF16, then 2).
+    gradients are reduced in BF16, then 2). ``microbatch_group``: micro-batches per virtual stage of
+    the interleaved schedule (Megatron ``microbatch_group_size_per_vp_stage``; 0 / None = p).
+    Components are those of the binding stage: the first (most activations in flight) or the last
+    (fewer in flight, plus the logits), whichever needs more.
     """
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
@@ -129,14 +181,15 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
 
     stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
-    layers_per_stage = model.num_layers / pp_f
-    inflight = np.where(pp_f > 1, np.minimum(pp_f, m), 1.0)
-    interleave = np.where(vpp_f > 1, 1.0 + (pp_f - 1.0) / (pp_f * vpp_f), 1.0)
-    acts = stored * layers_per_stage * inflight * interleave
-    acts = acts + np.where(np.asarray(recompute_code) == 2, working, 0.0)
+    first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group)
+    extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)
+    acts_first = stored * first + extra
+    acts_last = stored * last + extra
     # logits (FP32) on the last stage: 4 s b V / (t cp)
     logits = 4.0 * np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float) * model.vocab_size / tp_f
-    # first stage = activations; last stage = activations + logits (same layer count): take the max
+    first_binds = acts_first >= acts_last + logits
+    acts = np.where(first_binds, acts_first, acts_last)
+    logits = np.where(first_binds, 0.0, logits)
     total = weights + grads + optim + acts + logits + runtime_overhead_bytes
     return {
         "weights": weights,

@@ -49,6 +49,13 @@ class ParallelPlan:
     grad_reduce_bytes: int = 4  # Megatron default: FP32 gradient reduction
     uneven_pipeline: bool = False  # allow layers not divisible by pp*vpp (custom stage layouts)
     cp_comm: str = "p2p"  # "p2p" ring exchange overlapped with attention (Megatron), "allgather" (Llama 3)
+    # interleaved schedule: consecutive micro-batches per virtual stage (Megatron
+    # microbatch_group_size_per_vp_stage, Llama 3's N); 0 = pp (Megatron's default, depth-first)
+    microbatch_group: int = 0
+
+    @property
+    def microbatch_group_effective(self) -> int:
+        return self.microbatch_group if self.microbatch_group > 0 else self.pp
 
     @property
     def num_gpus(self) -> int:
@@ -96,6 +103,7 @@ def make_plan(
     grad_reduce_bytes: int = 4,
     uneven_pipeline: bool = False,
     cp_comm: str = "p2p",
+    microbatch_group: int | None = None,
 ) -> ParallelPlan:
     """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp."""
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp), ("vpp", vpp),
@@ -132,13 +140,15 @@ def make_plan(
         raise InputError(f"unknown CP communication {cp_comm!r}", hint="use p2p (ring) or allgather")
     if zero not in (0, 1, 2, 3):
         raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}")
+    if microbatch_group is not None and int(microbatch_group) < 0:
+        raise InputError(f"--microbatch-group must be 1 or more (0 = pp), got {microbatch_group}")
     plan = ParallelPlan(
         tp=int(tp), pp=int(pp), dp=int(dp), cp=int(cp), ep=int(ep), etp=int(etp), vpp=int(vpp),
         micro_batch=int(micro_batch), global_batch=int(global_batch), seq_len=int(seq_len),
         sequence_parallel=bool(sequence_parallel and tp > 1), zero=int(zero), fsdp=bool(fsdp),
         recompute=recompute, dtype=dtype, flash_attention=flash_attention, overlap=overlap,
         grad_reduce_bytes=int(grad_reduce_bytes), uneven_pipeline=bool(uneven_pipeline),
-        cp_comm=cp_comm,
+        cp_comm=cp_comm, microbatch_group=int(microbatch_group or 0),
     )
     if gpus is not None and plan.num_gpus != gpus:
         raise InputError(
@@ -196,6 +206,14 @@ def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
         out.append(
             f"interleaved schedule needs micro-batches per step ({p.num_micro_batches}) divisible by pp ({p.pp})"
         )
+    if p.microbatch_group and p.vpp > 1 and p.pp > 1:
+        if p.microbatch_group < p.pp:
+            out.append(
+                f"microbatch_group ({p.microbatch_group}) is smaller than pp ({p.pp}): Megatron's interleaved warm-up "
+                "((p-i-1)*2 + (v-1)*group forwards) deadlocks when fewer than p micro-batches run per virtual stage"
+            )
+        elif p.global_batch % (p.micro_batch * p.dp) == 0 and p.microbatch_group > p.num_micro_batches:
+            out.append(f"microbatch_group ({p.microbatch_group}) is more than the {p.num_micro_batches} micro-batches per step")
     if p.sequence_parallel and p.tp == 1:
         out.append("sequence parallelism needs tp > 1")
     return out

@@ -90,6 +90,7 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
     return EventOptions(
         schedule=sched,
         num_microbatches=m,
+        microbatch_group=(int(getattr(plan, "microbatch_group", 0) or 0) or None) if v > 1 else None,
         zero_stage=zero,
         overlap_grad_reduce=overlap,
         overlap_param_gather=overlap,
@@ -193,6 +194,7 @@ def _meta(model, plan, hw) -> StepMeta:
         tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, etp=plan.etp, vpp=plan.vpp,
         zero=plan.zero_effective, sp=plan.sequence_parallel, recompute_code=plan.recompute_code,
         flash=plan.flash_attention, runtime_overhead_bytes=hw.eff.runtime_overhead_bytes,
+        microbatch_group=getattr(plan, "microbatch_group", 0),
     )
     return StepMeta(
         tokens_per_step=float(plan.global_batch * plan.seq_len), num_gpus=int(plan.num_gpus),
