@@ -154,6 +154,18 @@ def _virtual_stages(row: dict[str, str]) -> int:
 # there) those rows fit in 80 GB (docs/modelling.md section 2).
 
 
+# Llama 3 (arXiv:2407.21783 Sec. 3.3.2, "Numerical stability"): "we use FP32 gradient accumulation during
+# backward computation over multiple micro-batches and also reduce-scatter gradients in FP32 across data
+# parallel workers in FSDP" - a stated software setting of that run (not a fitted value): 4-byte gradient
+# buffer and reduce-scatter.
+_FP32_GRAD_REDUCE_ARXIV = ("2407.21783",)
+
+
+def _fp32_grad_reduce(row: dict[str, str]) -> bool:
+    text = f"{row.get('source', '')} {row.get('source_locator', '')}"
+    return any(f"arXiv:{a}" in text for a in _FP32_GRAD_REDUCE_ARXIV)
+
+
 def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     modern = _modern_stack(row)
     zero = _int(row, "zero_stage")
@@ -170,8 +182,9 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
         recompute=(row.get("recompute") or "none").strip(), dtype=(row.get("precision") or "bf16").strip(),
         flash_attention=modern, overlap=modern, uneven_pipeline=True,
         # current Megatron-Core / Megatron-Bridge performance recipes reduce gradients in BF16
-        # (grad_reduce_in_fp32=False); the 2021-22 runs reduced FP32 main gradients
-        grad_reduce_bytes=2 if modern else 4,
+        # (grad_reduce_in_fp32=False); the 2021-22 runs reduced FP32 main gradients; Llama 3 reduces in
+        # FP32 (see _fp32_grad_reduce)
+        grad_reduce_bytes=2 if modern and not _fp32_grad_reduce(row) else 4,
         cp_comm="allgather" if re.search(r"CP uses all-gather", row.get("notes") or "", re.IGNORECASE) else "p2p",
     )
 

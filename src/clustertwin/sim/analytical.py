@@ -125,9 +125,12 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
         dp_slow = np.zeros(shape)
     dp_exposed = np.where(z >= 3, 0.0, np.where(z == 0, plain, dist)) + np.where(z >= 3, 0.0, dp_slow)
     # ZeRO-2 shards gradients, so every micro-batch's backward ends in a reduce-scatter (no accumulation
-    # in a full-size buffer): m-1 more reduce-scatters, each hidden behind that micro-batch's backward
-    # except one bucket (with overlap) or fully exposed (without).
-    rs_mb = np.where(ov, np.maximum(np.minimum(bucket, rs), rs - win_b) + sigma * np.minimum(rs, win_b), rs)
+    # in a full-size buffer): m-1 more reduce-scatters. The DP stream runs beside compute, and in the 1F1B
+    # steady state a backward is followed by the next micro-batch's forward, so each reduce-scatter hides
+    # behind one forward + backward of the stage (the steady-state period) except one bucket (with overlap);
+    # the stage cannot go faster than its DP stream. Without overlap it is fully exposed.
+    win_fb = win_b + win_f
+    rs_mb = np.where(ov, np.maximum(np.minimum(bucket, rs), rs - win_fb) + sigma * np.minimum(rs, win_fb), rs)
     dp_exposed = dp_exposed + np.where(z == 2, (m - 1.0) * rs_mb, 0.0)
     # FSDP: per micro-batch gathers + reduce-scatter behind that micro-batch's compute
     fsdp_comm = c["fsdp_mb_s"]
