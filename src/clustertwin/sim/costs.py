@@ -324,7 +324,10 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     if flash:
         blk = 128.0
         causal_frac = 0.5 * (1.0 + blk / np.maximum(s_q, blk))
-        rate = hw.peak_bf16 * hw.eff.attention_efficiency * s / (s + hw.eff.attention_seq_half)
+        # roll-off with the KV length one kernel call sees: the full sequence, or with a CP ring the local
+        # chunk s/c (one call per ring step); the CP all-gather path attends to the gathered K,V
+        s_kv = s if cp_comm == "allgather" else s / c
+        rate = hw.peak_bf16 * hw.eff.attention_efficiency * s_kv / (s_kv + hw.eff.attention_seq_half)
         attn_f = core_full * causal_frac / rate + 2 * kern
         attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
         attn_f = attn_f * np.ones_like(tok)
