@@ -171,40 +171,72 @@ def route(
         lk = np.where(lk >= 0, lk + offset[:, None], -1)
         return _rows_to_csr(lk, None, F, n_cols)
 
-    # adaptive: greedy least-loaded path, flow by flow
-    inv = np.zeros(NL * n_blocks)
-    capt = np.tile(cap, n_blocks)
-    pos = capt > 0
-    inv[pos] = 1.0 / capt[pos]
-    load = np.zeros(NL * n_blocks)
+    # adaptive: greedy least-loaded path, flow by flow. A path's score is its most loaded link
+    # (flows per byte/s, counting this flow); failed links score inf. The links of one leaf, one
+    # pod's spines and one pod's core downlinks have contiguous ids, so the scores of all
+    # u1 x u2 paths come from slices (views) of the per-block load array, not gathers.
+    inv = np.full(NL, np.inf)
+    pos = cap > 0
+    inv[pos] = 1.0 / cap[pos]
+    load = np.zeros((n_blocks, NL))
     out = np.full((F, 6), -1, dtype=np.int64)
-    noise = u
-    cache_sw: dict[tuple[int, int], np.ndarray] = {}
+    sh = topo.shape
+    u1, u2 = sh.u1, max(sh.u2, 1)
+    n = u1 * u2
+    PL, E = topo.plane_links, sh.n_endpoints
+    b_lu, b_ld = 2 * E, 2 * E + sh.n_leaves * u1  # leaf_up / leaf_down bases (see topology.py)
+    b_su = b_ld + sh.n_leaves * u1
+    b_sd = b_su + (sh.n_pods * u1 * u2 if sh.tiers == 3 else 0)
+    three = sh.tiers == 3
+    pa_all, pb_all = topo.pod_of_leaf(a), topo.pod_of_leaf(b)
+    src_l, dst_l, a_l, b_l = src.tolist(), dst.tolist(), a.tolist(), b.tolist()
+    pa_l, pb_l, blk_l, u_l, off_l = pa_all.tolist(), pb_all.tolist(), block.tolist(), u.tolist(), offset.tolist()
     for f in range(F):
-        s_, d_ = int(src[f]), int(dst[f])
-        key = (int(a[f]), int(b[f]))
-        sw = cache_sw.get(key)
-        if sw is None:
-            sw = cache_sw[key] = np.concatenate([topo.class_paths(key[0], key[1], p) for p in range(planes)])
-        n_per = sw.shape[0] // planes
-        pl = np.repeat(np.arange(planes), n_per)
-        cand = np.empty((sw.shape[0], 6), dtype=np.int64)
-        cand[:, 0] = topo.nic_up(s_, pl)
-        cand[:, 1:5] = sw
-        cand[:, 5] = topo.nic_down(d_, pl)
-        c = np.where(cand >= 0, cand + offset[f], -1)
-        safe = np.maximum(c, 0)
-        dead = np.any((c >= 0) & (capt[safe] <= 0), axis=1)
-        if dead.all():
+        s_, d_, la_, lb_ = src_l[f], dst_l[f], a_l[f], b_l[f]
+        pa_, pb_ = pa_l[f], pb_l[f]
+        lo = load[blk_l[f]]
+        best_score = np.inf
+        scores = []
+        for p in range(planes):
+            nu, nd = p * PL + s_, p * PL + E + d_
+            nic = max(lo[nu] + inv[nu], lo[nd] + inv[nd])
+            if la_ == lb_:
+                sc = np.array([nic])
+            else:
+                i0, k0 = p * PL + b_lu + la_ * u1, p * PL + b_ld + lb_ * u1
+                x = np.maximum(lo[i0:i0 + u1] + inv[i0:i0 + u1], lo[k0:k0 + u1] + inv[k0:k0 + u1])
+                if three and pa_ != pb_:
+                    s0, d0 = p * PL + b_su + pa_ * n, p * PL + b_sd + pb_ * n
+                    y = np.maximum(lo[s0:s0 + n] + inv[s0:s0 + n], lo[d0:d0 + n] + inv[d0:d0 + n])
+                    sc = np.maximum(x[:, None], y.reshape(u1, u2)).ravel()  # index j*u2 + t
+                else:
+                    sc = x
+                sc = np.maximum(sc, nic)
+            scores.append(sc)
+            best_score = min(best_score, float(sc.min()))
+        if not np.isfinite(best_score):
             raise _disconnected(s_, d_)
-        score = np.where(c >= 0, load[safe] + inv[safe], -np.inf).max(axis=1)
-        score[dead] = np.inf
-        best = np.nonzero(score <= score.min() * (1 + 1e-9))[0]
-        k = best[min(int(noise[f] * best.size), best.size - 1)]
-        chosen = c[k]
-        chosen = chosen[chosen >= 0]
-        load[chosen] += inv[chosen]
-        out[f, : chosen.size] = chosen
+        cands = [np.flatnonzero(sc <= best_score * (1 + 1e-9)) for sc in scores]
+        total = sum(c.size for c in cands)
+        k = min(int(u_l[f] * total), total - 1)
+        sel = 0
+        while k >= cands[sel].size:
+            k -= cands[sel].size
+            sel += 1
+        idx = int(cands[sel][k])
+        base = sel * PL
+        links = [base + s_]
+        if la_ != lb_:
+            if three and pa_ != pb_:
+                j, t = divmod(idx, u2)
+                links += [base + b_lu + la_ * u1 + j, base + b_su + pa_ * n + j * u2 + t,
+                          base + b_sd + pb_ * n + j * u2 + t, base + b_ld + lb_ * u1 + j]
+            else:
+                links += [base + b_lu + la_ * u1 + idx, base + b_ld + lb_ * u1 + idx]
+        links.append(base + E + d_)
+        ids = np.asarray(links)
+        lo[ids] += inv[ids]
+        out[f, : ids.size] = ids + off_l[f]
     return _rows_to_csr(out, None, F, n_cols)
 
 
