@@ -135,3 +135,23 @@ def test_builtin_collectives_also_within_bound(shared_dir):
         costs.COMM_MODEL["name"] = old
     assert not rep.failures
     assert rep.mape_pct <= 10.0 and rep.max_abs_error_pct <= 25.0
+
+
+
+def test_llama3_rows_reduce_gradients_in_fp32_and_fit(shared_dir):
+    import csv
+
+    from clustertwin.catalog import load_catalog
+    from clustertwin.sim.analytical import estimate
+    from clustertwin.validate import hardware_from_row, model_from_row, plan_from_row
+
+    cat = load_catalog()
+    with open(shared_dir / "validation" / "training.csv", newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["id"].startswith("llama3-405b")]
+    assert len(rows) == 3
+    for r in rows:
+        plan = plan_from_row(r)
+        assert plan.grad_reduce_bytes == 4  # Llama 3 paper Sec. 3.3.2: FP32 reduce-scatter
+        system, fabric = hardware_from_row(r, cat)
+        res = estimate(model_from_row(r), system, fabric, plan, catalog=cat, check=False)
+        assert res.fits_memory, (r["id"], res.memory_gb_per_gpu)  # ran at 8K without checkpointing
