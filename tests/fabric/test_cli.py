@@ -83,3 +83,16 @@ def test_jobs(tmp_path):
     bad.write_text("jobs:\n  - {gpus: 8, placement: sprad}\n")
     p = _run("jobs", "--jobs", str(bad))
     assert p.returncode == 2 and "spread" in p.stderr
+
+
+def test_slow_nic_and_straggler_report_slowdown():
+    p = _run("all_reduce", "--domains", "16", "--routing", "spray", "--slow-nic", "3:0.5",
+             "--straggler", "5:0.001", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    # 30 ring steps; the first waits 1 ms for rank 5 (then one healthy step), the other 29 run at
+    # the slow NIC's half rate
+    step = d["healthy_time_s"] / 30
+    assert abs(d["time_s"] - (1e-3 + step + 29 * 2 * step)) < 1e-6 * d["time_s"]
+    assert d["slowdown"] > 2
+    assert _run("all_reduce", "--slow-nic", "3x").returncode == 2

@@ -26,6 +26,19 @@ def _what(name: str) -> str:
     return key
 
 
+def _pairs(items: list[str] | None, flag: str) -> dict:
+    out: dict = {}
+    for it in items or ():
+        key, sep, val = it.partition(":")
+        try:
+            out[int(key)] = float(val)
+        except ValueError:
+            raise InputError(f"{flag} {it!r}: expected INDEX:VALUE, e.g. 3:0.5") from None
+        if not sep:
+            raise InputError(f"{flag} {it!r}: expected INDEX:VALUE, e.g. 3:0.5")
+    return out
+
+
 def _run_summary(run, size_bytes: float | None, op: str | None, n_ranks: int | None, top: int) -> dict:
     out = {
         "time_s": run.time_s,
@@ -95,6 +108,9 @@ def fabric_cmd(
     pxn: Annotated[bool, typer.Option("--pxn/--no-pxn", help="rail-optimised PXN (move to the destination rail over NVLink first)")] = True,
     fail_links: Annotated[int, typer.Option("--fail-links", help="fail this many random switch-to-switch cables")] = 0,
     fail_switch: Annotated[list[str] | None, typer.Option("--fail-switch", help="fail a switch: leaf:N, spine:P.J, core:J.T (repeatable)")] = None,
+    slow_nic: Annotated[list[str] | None, typer.Option("--slow-nic", help="NIC:FRACTION, e.g. 12:0.5 (repeatable)")] = None,
+    degrade_link: Annotated[list[str] | None, typer.Option("--degrade-link", help="LINK_ID:FRACTION (repeatable)")] = None,
+    straggler: Annotated[list[str] | None, typer.Option("--straggler", help="RANK:DELAY_S, e.g. 0:0.001 (repeatable; collectives)")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed for ECMP hashing and random failures")] = 0,
     size: Annotated[str, typer.Option("--size", help="collective size per rank (nccl-tests semantics), e.g. 1G")] = "1G",
     jobs: Annotated[Path | None, typer.Option("--jobs", help="jobs YAML for multi-tenancy")] = None,
@@ -141,7 +157,9 @@ def fabric_cmd(
     sysm = cat.system(system)
     so = cat.fabric(fabric or sysm.default_scaleout)
     n_gpus = domains * sysm.devices_per_domain
-    faults = Faults(random_links=fail_links, switches=tuple(fail_switch or ()), seed=seed)
+    faults = Faults(random_links=fail_links, switches=tuple(fail_switch or ()), seed=seed,
+                    slow_nics=_pairs(slow_nic, "--slow-nic"), degraded=_pairs(degrade_link, "--degrade-link"),
+                    stragglers=_pairs(straggler, "--straggler"))
     kw = dict(topology=topology, tiers=tiers, oversubscription=oversubscription)
     fab = make_fabric(sysm, so, n_gpus, faults=faults, **kw)
     size_b = float(parse_size(size))
@@ -173,7 +191,7 @@ def fabric_cmd(
         console.print(t)
         return
 
-    def run_once(f):
+    def run_once(f, stragglers=None):
         if what_k == "matrix":
             if matrix is None:
                 raise InputError("`fabric matrix` needs --matrix FILE", hint="CSV with header src,dst,bytes[,start_s]")
@@ -186,10 +204,10 @@ def fabric_cmd(
             phases = step_phases(tp=tp, pp=pp, dp=d, ranks_per_domain=sysm.devices_per_domain, grad_bytes=size_b,
                                  act_bytes=float(parse_size(act_size)), microbatches=microbatches)
             return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn, channels=channels)
-        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases, window=window,
-                                   channels=channels)
+        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases,
+                                   window=window, channels=channels, stragglers=stragglers)
 
-    run = run_once(fab)
+    run = run_once(fab, dict(faults.stragglers) or None)
     out = {**header, **_run_summary(run, size_b if what_k in _BUS else None, what_k, n_gpus, top)}
     if not faults.empty:
         healthy = run_once(make_fabric(sysm, so, n_gpus, **kw))
