@@ -330,6 +330,17 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         rate = hw.peak_bf16 * hw.eff.attention_efficiency * s_kv / (s_kv + hw.eff.attention_seq_half)
         attn_f = core_full * causal_frac / rate + 2 * kern
         attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
+        if cp_comm != "allgather":
+            # CP ring (TE AttnFuncWithCPAndKVP2P): one attention call per ring step, and the partial
+            # results are merged: forward reads each step's BF16 output (+ LSE) and rescales the BF16
+            # output accumulator (read + write), backward adds each step's dQ (local) and the travelling
+            # dK, dV into their accumulators: 2 + 2 + 2 B per element per step
+            steps = c - 1.0
+            out_elems = b * s_q * heads * dv
+            dq_elems = b * s_q * heads * dq
+            kv_e = b * s_q * kv_elems
+            attn_f = attn_f + np.where(c > 1, mem_time(hw, c * 6.0 * out_elems, 2.0 * steps + 1.0), 0.0)
+            attn_b = attn_b + np.where(c > 1, mem_time(hw, c * 6.0 * (dq_elems + kv_e), 4.0 * steps + 1.0), 0.0)
         attn_f = attn_f * np.ones_like(tok)
         attn_b = attn_b * np.ones_like(tok)
         score_mem_f = np.zeros_like(tok)
