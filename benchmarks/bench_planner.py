@@ -143,6 +143,12 @@ def published_checks(cat) -> None:
                        cat).plans[0]
             print(f"  same layout with the SC'21 software (full recompute, no FlashAttention, no overlap): HFU "
                   f"{100 * old['hfu']:.1f}% vs published 44.9% ({100 * (old['hfu'] / 0.449 - 1):+.0f}% relative)")
+            mb1 = plan(PlanRequest(model=model, system=system, num_gpus=gpus, global_batch=gb, seq_len=seq,
+                                   fabric=fabric, top_k=1, engine_options={"flash_attention": False, "overlap": False},
+                                   options=SpaceOptions(fixed={"tp": (8,), "pp": (8,), "cp": (1,), "recompute": (2,),
+                                                               "micro_batch": (1,), "vpp": (1,)})), cat).plans[0]
+            print(f"  ... with micro-batch 1 and no interleaving: HFU "
+                  f"{100 * mb1['hfu']:.1f}% ({100 * (mb1['hfu'] / 0.449 - 1):+.0f}% relative)")
 
 
 if __name__ == "__main__":
