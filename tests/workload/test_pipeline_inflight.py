@@ -46,3 +46,22 @@ def test_group_smaller_than_pp_is_rejected():
     with pytest.raises(InputError, match="deadlocks"):
         check_plan(model, plan)
     check_plan(model, plan.with_(microbatch_group=16))
+
+
+def test_cli_microbatch_group_flag():
+    import json
+
+    from typer.testing import CliRunner
+
+    from clustertwin.cli import app
+
+    base = ["estimate", "--model", "llama3-405b", "--system", "hgx-h100", "--gpus", "16384", "--tp", "8", "--pp", "16",
+            "--vpp", "4", "--global-batch", "4096", "--seq-len", "8192", "--json"]
+    runner = CliRunner()
+    default = runner.invoke(app, base)
+    assert default.exit_code == 0, default.output
+    wide = runner.invoke(app, [*base, "--microbatch-group", "32"])
+    assert wide.exit_code == 0, wide.output
+    assert json.loads(wide.stdout)["memory_gb_per_gpu"] > json.loads(default.stdout)["memory_gb_per_gpu"]
+    bad = runner.invoke(app, [*base, "--microbatch-group", "8"])
+    assert isinstance(bad.exception, InputError) and "deadlocks" in bad.exception.message  # -> exit 2 in main
