@@ -65,3 +65,24 @@ def test_cli_microbatch_group_flag():
     assert json.loads(wide.stdout)["memory_gb_per_gpu"] > json.loads(default.stdout)["memory_gb_per_gpu"]
     bad = runner.invoke(app, [*base, "--microbatch-group", "8"])
     assert isinstance(bad.exception, InputError) and "deadlocks" in bad.exception.message  # -> exit 2 in main
+
+
+@pytest.mark.parametrize("L,p,v,m", [(126, 16, 4, 32), (126, 16, 4, 16), (96, 8, 3, 64), (80, 4, 5, 16),
+                                     (126, 16, 1, 32), (126, 16, 2, 64)])
+def test_formula_matches_the_event_engine_schedules(L, p, v, m):
+    """Peak (F done, B not done) layer-micro-batches walked from the event engine's schedule orders."""
+    from clustertwin.sim.event.adapter import layers_per_virtual_stage
+    from clustertwin.sim.event.schedules import stage_order
+
+    counts = layers_per_virtual_stage(L, p, v)
+
+    def peak(i):
+        cur = best = 0
+        for kind, _mb, c in stage_order("interleaved" if v > 1 else "1f1b", p, m, v, i):
+            cur += counts[c * p + i] if kind == "F" else -counts[c * p + i]
+            best = max(best, cur)
+        return best
+
+    first, last = pipeline_inflight_layers(L, p, v, m)
+    assert float(first) == peak(0)
+    assert 0 <= peak(p - 1) - float(last) <= 1  # last stage: its 1-layer chunk may free before a 2-layer one
