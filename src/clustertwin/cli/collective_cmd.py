@@ -22,6 +22,12 @@ def collective_cmd(
     sizes: Annotated[str, typer.Option("--sizes", help="nccl-tests sizes: MIN:MAX[:FACTOR] (powers of 2 by default), a list 1M,64M, or one size.")] = "8:8G",
     algo: Annotated[str, typer.Option("--algo", help="auto (NCCL's choice) | ring | tree | nvls | collnet | hier | pat | direct | pxn | pairwise")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="Element type for the count column (nccl-tests -d): float, half, bfloat16 ...")] = "float",
+    network: Annotated[str, typer.Option("--network", help="analytical (default) | flow: scale-out part simulated by the flow-level fabric simulator (contention, routing, failures).")] = "analytical",
+    routing: Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")] = "ecmp",
+    topology: Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane (default: the fabric simulator's).")] = None,
+    oversubscription: Annotated[float, typer.Option("--oversubscription", help="With --network flow: leaf down:up ratio (>= 1).")] = 1.0,
+    fail_links: Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables (seeded).")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")] = 0,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -63,6 +69,14 @@ def collective_cmd(
             hint=f"use --domains {math.ceil(gpus / per_dom)} or fewer --gpus",
         )
     results = sweep(op, size_arr, gpus, g, spec, fab, algo_n, cat)
+    if network not in ("analytical", "flow"):
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("network model", network, ("analytical", "flow"))
+    if network == "flow":
+        results = _flow_results(results, op, size_arr, gpus, g, spec, fab, cat, algo=algo_n, routing=routing,
+                                topology=topology, oversubscription=oversubscription, fail_links=fail_links, seed=seed)
+        algo_n = f"{algo_n} + scale-out contention from the flow simulator ({routing})"
     rows = []
     for r in results:
         d = r.to_dict()
@@ -99,6 +113,29 @@ def collective_cmd(
     busbw = [d["busbw_GBps"] for d in rows]
     out.append(f"# Avg bus bandwidth    : {sum(busbw) / len(busbw):.4g}")
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
+
+
+def _flow_results(results, op, sizes, n, g, spec, fab, cat, *, algo, routing, topology, oversubscription, fail_links, seed):
+    """Replace each size's time by the flow-network composition (clustertwin.collectives.flow)."""
+    from dataclasses import replace
+
+    from ..collectives.flow import flow_collective_times
+
+    topo: dict = {"oversubscription": oversubscription}
+    if topology:
+        topo["topology"] = topology
+    if fail_links < 0:
+        raise InputError(f"--fail-links must be >= 0, got {fail_links}", hint="pass 0 or more failed cables")
+    if fail_links:
+        from ..fabric import Faults
+
+        topo["faults"] = Faults(random_links=fail_links, seed=seed)
+    t = flow_collective_times(op, sizes, n, g, spec, fab, routing=routing, seed=seed, algo=algo, catalog=cat, **topo)
+    out = []
+    for r, ti in zip(results, t, strict=True):
+        alg = r.size_bytes / ti if ti > 0 else float("inf")
+        out.append(replace(r, time_s=float(ti), algbw=alg, busbw=alg * (r.busbw / r.algbw if r.algbw else 0.0)))
+    return out
 
 
 @app.command("calibrate")
