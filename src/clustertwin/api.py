@@ -19,6 +19,7 @@ from .workload.model import ModelSpec, get_model, model_from_dict
 from .workload.plan import ParallelPlan, check_plan, make_plan
 
 ENGINES = ("analytical", "event")
+NETWORKS = ("analytical", "flow")
 
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
               "sequence_parallel", "zero", "fsdp", "recompute", "dtype", "flash_attention", "overlap",
@@ -111,13 +112,43 @@ def _event_engine():
                          hint="use --engine analytical") from None
 
 
+def network_model(network: str = "analytical", *, routing: str = "ecmp", seed: int = 0, topology: str | None = None,
+                  oversubscription: float = 1.0, fail_links: int = 0):
+    """``None`` for the analytical network, or a ``FlowNetwork`` (``--network flow``) that adds the
+    scale-out contention the flow-level fabric simulator finds to every collective of the step."""
+    if network not in NETWORKS:
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("network model", network, NETWORKS)
+    if network == "analytical":
+        return None
+    from .collectives.flow import FlowNetwork
+    from .fabric import ROUTINGS, Faults
+
+    if routing not in ROUTINGS:
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("routing", routing, ROUTINGS)
+    if oversubscription < 1:
+        raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 is full bisection, 2 is 2:1")
+    if fail_links < 0:
+        raise InputError(f"--fail-links must be >= 0, got {fail_links}")
+    topo: dict[str, Any] = {"oversubscription": float(oversubscription)}
+    if topology:
+        topo["topology"] = topology
+    if fail_links:
+        topo["faults"] = Faults(random_links=int(fail_links), seed=int(seed))
+    return FlowNetwork(routing=routing, seed=int(seed), topology=tuple(sorted(topo.items())))
+
+
 def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = False, schedule: str | None = None,
-             stragglers: tuple[str, ...] = ()):
+             stragglers: tuple[str, ...] = (), network: Any = None):
     """Step estimate of a scenario with the chosen engine; returns a ``StepResult`` (analytical) or an
     ``EventResult`` (event: adds the critical path, stream utilisation and, with ``trace``, the timeline).
 
     ``schedule`` (1f1b | interleaved | zb-h1 | gpipe) and ``stragglers`` (specs such as
-    ``"stage=3,compute=1.2"``) need the event engine.
+    ``"stage=3,compute=1.2"``) need the event engine. ``network``: ``network_model(...)`` (None =
+    analytical collectives).
     """
     if engine not in ENGINES:
         from .errors import closest
@@ -133,10 +164,11 @@ def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = Fa
             raise InputError("the event engine does not provide estimate() yet", hint="use --engine analytical")
         parsed = tuple(mod.parse_straggler(s) for s in stragglers)
         return fn(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
-                  schedule=schedule, stragglers=parsed, trace=trace)
+                  schedule=schedule, stragglers=parsed, trace=trace, network=network)
     from .sim.analytical import estimate as _est
 
-    return _est(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog)
+    return _est(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
+                network=network)
 
 
 def estimate(scenario: Scenario | str | Path | None = None, *, engine: str = "analytical", **kw: Any):

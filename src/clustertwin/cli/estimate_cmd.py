@@ -106,6 +106,12 @@ def estimate_cmd(
     trace: Annotated[Path | None, typer.Option("--trace", help="Write a Chrome trace-event JSON (Perfetto); needs --engine event.")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Pipeline schedule for --engine event: 1f1b | interleaved | zb-h1 | gpipe.")] = None,
     straggler: Annotated[list[str] | None, typer.Option("--straggler", help="Event engine straggler, e.g. 'stage=3,compute=1.2' (repeatable).")] = None,
+    network: Annotated[str, typer.Option("--network", help="analytical (default) | flow: add scale-out contention from the flow-level fabric simulator to every collective.")] = "analytical",
+    routing: Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")] = "ecmp",
+    topology: Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane.")] = None,
+    oversubscription: Annotated[float, typer.Option("--oversubscription", help="With --network flow: leaf down:up ratio (>= 1).")] = 1.0,
+    fail_links: Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")] = 0,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -150,7 +156,10 @@ def estimate_cmd(
         if "tp" not in kw:
             kw["tp"] = 1
         sc = api.build_scenario(model=model, system=system, gpus=gpus, fabric=fabric, catalog=cat, **kw)
-    r = api.simulate(sc, engine=engine, trace=trace is not None, schedule=schedule, stragglers=tuple(straggler or ()))
+    net = api.network_model(network, routing=routing, seed=seed, topology=topology, oversubscription=oversubscription,
+                            fail_links=fail_links)
+    r = api.simulate(sc, engine=engine, trace=trace is not None, schedule=schedule, stragglers=tuple(straggler or ()),
+                     network=net)
     if trace is not None:
         from ..report.trace import write_chrome_trace
 

@@ -303,7 +303,7 @@ def _bottleneck(br: dict[str, float], step: float, plan: ParallelPlan, hw: Hardw
 
 
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
-             catalog: Any = None, check: bool = True) -> StepResult:
+             catalog: Any = None, check: bool = True, network: Any = None) -> StepResult:
     """Scalar estimate of one plan; numerically identical to ``estimate_batch`` (it calls it)."""
     if check:
         check_plan(model, plan)
@@ -311,7 +311,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
              "micro_batch": plan.micro_batch, "recompute": plan.recompute_code, "zero": plan.zero_effective,
              "global_batch": plan.global_batch, "sequence_parallel": plan.sequence_parallel, "etp": plan.etp,
              "uneven_pipeline": plan.uneven_pipeline, "microbatch_group": plan.microbatch_group}
-    hw = make_hardware(system, fabric, plan.dtype, catalog)
+    hw = make_hardware(system, fabric, plan.dtype, catalog, network=network)
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
                          grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,

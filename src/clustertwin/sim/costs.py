@@ -85,6 +85,7 @@ class Hardware:
     nic_bw: float  # achieved scale-out bandwidth per device (bytes/s)
     net_lat: float
     catalog: Any = None
+    network: Any = None  # None: analytical collectives; a FlowNetwork adds scale-out contention (--network flow)
 
 
 @lru_cache(maxsize=1)
@@ -125,7 +126,8 @@ def mamf_for(mamf: dict[str, float], dtype: str) -> float:
     return float(mamf.get("bf16", 0.8))
 
 
-def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalog: Any = None) -> Hardware:
+def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalog: Any = None,
+                  network: Any = None) -> Hardware:
     acc = system.accelerator
     overlay = None
     if catalog is not None and hasattr(catalog, "calibration_for"):
@@ -143,7 +145,7 @@ def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalo
         mamf=mamf_for(eff.mamf_fraction, dtype) * eff.gemm_mamf_scale, hbm_bw=acc.hbm_bw, hbm_bytes=acc.hbm_bytes,
         domain=system.devices_per_domain, up_bw=system.scaleup_bw_per_device * eff.scaleup_efficiency,
         up_lat=max(system.scaleup.latency_s, 1e-6), nic_bw=nic_per_dev * scaleout.protocol_efficiency,
-        net_lat=scaleout.nic_latency_s + 3 * scaleout.hop_latency_s + 2e-6, catalog=catalog,
+        net_lat=scaleout.nic_latency_s + 3 * scaleout.hop_latency_s + 2e-6, catalog=catalog, network=network,
     )
 
 
@@ -232,7 +234,15 @@ def _external_collective_time():
 
 
 def collective_time(op: str, size, n, r, hw: Hardware):
-    """The single call site for collective costs (builtin alpha-beta or clustertwin.collectives)."""
+    """The single call site for collective costs (builtin alpha-beta or clustertwin.collectives), plus
+    the scale-out contention penalty of ``hw.network`` (``--network flow``) when one is set."""
+    t = _collective_time(op, size, n, r, hw)
+    if hw.network is not None:
+        t = t + hw.network.penalty(op, size, n, r, hw.system, hw.scaleout)
+    return t
+
+
+def _collective_time(op: str, size, n, r, hw: Hardware):
     choice = COMM_MODEL["name"]
     if choice != "builtin":
         ext = _external_collective_time()

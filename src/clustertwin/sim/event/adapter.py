@@ -217,6 +217,7 @@ def simulate(
     steps: int = 1,
     trace: bool = False,
     check: bool = True,
+    network: Any = None,
 ) -> EventResult:
     """Simulate one training step of ``model`` on ``system`` + scale-out ``fabric`` under ``plan``.
 
@@ -229,7 +230,7 @@ def simulate(
 
     if check:
         check_plan(model, plan)
-    hw = cm.make_hardware(system, fabric, plan.dtype, catalog)
+    hw = cm.make_hardware(system, fabric, plan.dtype, catalog, network=network)
     kw: dict[str, Any] = {}
     if hasattr(plan, "cp_comm"):
         kw["cp_comm"] = plan.cp_comm
@@ -266,7 +267,8 @@ def simulate(
 
 def estimate(model: Any, system: Any, fabric: Any, plan: Any, *, catalog: Any = None, check: bool = True,
              schedule: str | None = None, stragglers: tuple[Straggler, ...] = (),
-             interference: InterferenceModel | None = None, steps: int = 1, trace: bool = False) -> EventResult:
+             interference: InterferenceModel | None = None, steps: int = 1, trace: bool = False,
+             network: Any = None) -> EventResult:
     """Event-driven counterpart of ``clustertwin.sim.analytical.estimate`` (same arguments first).
 
     Step time, breakdown, bottleneck, critical path and utilisation come from the event engine; memory
@@ -279,9 +281,9 @@ def estimate(model: Any, system: Any, fabric: Any, plan: Any, *, catalog: Any = 
         from ...workload.plan import check_plan
 
         check_plan(model, plan)
-    ana = analytical_estimate(model, system, fabric, plan, catalog=catalog, check=False)
+    ana = analytical_estimate(model, system, fabric, plan, catalog=catalog, check=False, network=network)
     res = simulate(model, system, fabric, plan, catalog=catalog, schedule=schedule, stragglers=stragglers,
-                   interference=interference, steps=steps, trace=trace, check=False)
+                   interference=interference, steps=steps, trace=trace, check=False, network=network)
     step = res.step_time_s
     ratio = ana.step_time_s / step if step > 0 else 0.0
     assumptions = list(ana.assumptions) + [
