@@ -13,25 +13,18 @@ import typer
 
 from ..errors import InputError
 
-# Command modules register themselves on ``app`` when imported. One module per area, so that
-# each area's commands live next to nothing else.
-from . import catalog_cmd  # noqa: E402,F401
-from ._common import app, console_err
-
-_OPTIONAL_MODULES = (
-    "cluster_cmd",
-    "estimate_cmd",
-    "collective_cmd",
-    "fabric_cmd",
-    "plan_cmd",
-    "reliability_cmd",
+# Command modules register themselves on ``app`` when imported: one module per area, so that each
+# area's commands live next to nothing else.
+from . import (  # noqa: E402,F401
+    catalog_cmd,
+    cluster_cmd,
+    collective_cmd,
+    estimate_cmd,
+    fabric_cmd,
+    plan_cmd,
+    reliability_cmd,
 )
-for _name in _OPTIONAL_MODULES:
-    try:
-        __import__(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _exc:  # area not built yet
-        if _exc.name != f"{__name__}.{_name}":
-            raise
+from ._common import app, console_err
 
 
 def main(argv: list[str] | None = None) -> None:
