@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..result import StepResult
 from .engine import OpGraph, Schedule
 
 
@@ -42,28 +43,13 @@ class Timeline:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EventResult:
-    """One simulated training step. Same headline fields as the analytical ``StepResult``, plus the
-    critical path, per-stream utilisation, exposed vs hidden communication and (optionally) the
-    timeline for a Chrome trace."""
+class EventResult(StepResult):
+    """One simulated training step: every field of the analytical ``StepResult`` plus the critical
+    path, per-stream utilisation, exposed vs hidden communication and (optionally) the timeline for a
+    Chrome trace."""
 
-    step_time_s: float
-    tokens_per_s: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float
-    memory_gb_per_gpu: float
-    fits_memory: bool
-    breakdown: dict[str, float]
-    bottleneck: str
     tflops_per_gpu_hw: float = 0.0
-    memory_breakdown_gb: dict[str, float] = field(default_factory=dict)
-    num_gpus: int = 0
-    model: str = ""
-    system: str = ""
-    fabric: str = ""
-    plan: dict[str, Any] = field(default_factory=dict)
-    assumptions: list[str] = field(default_factory=list)
+    engine: str = "event"
     critical_path: list[dict[str, Any]] = field(default_factory=list)
     critical_path_s: dict[str, float] = field(default_factory=dict)
     stream_utilisation: dict[str, float] = field(default_factory=dict)
@@ -75,7 +61,6 @@ class EventResult:
     num_stages: int = 1
     num_ops: int = 0
     events: int = 0
-    engine: str = "event"
     schedule: str = "1f1b"
     notes: list[str] = field(default_factory=list)
     timeline: Timeline | None = None
