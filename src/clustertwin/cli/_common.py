@@ -27,6 +27,13 @@ console_err = Console(stderr=True, highlight=False)
 
 # Shared option types: one spelling everywhere (see docs/architecture.md, "Contracts").
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")]
+# `--network flow` (contention from the flow-level fabric simulator), shared by `collective` and `estimate`.
+NetworkOpt = Annotated[str, typer.Option("--network", help="analytical (default) | flow: add the scale-out contention the flow-level fabric simulator finds (routing, oversubscription, failures).")]
+RoutingOpt = Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")]
+NetTopologyOpt = Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane (default: the fabric simulator's).")]
+NetOversubOpt = Annotated[float, typer.Option("--oversubscription", help="With --network flow: leaf down:up ratio (>= 1).")]
+FailLinksOpt = Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables (seeded).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")]
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option("--catalog", help="Extra catalog YAML file(s) (repeatable); also CLUSTERTWIN_CATALOG."),

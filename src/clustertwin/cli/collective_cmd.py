@@ -9,7 +9,21 @@ from typing import Annotated
 import typer
 
 from ..errors import InputError
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json, require_positive
+from ._common import (
+    CatalogOpt,
+    FailLinksOpt,
+    JsonOpt,
+    NetOversubOpt,
+    NetTopologyOpt,
+    NetworkOpt,
+    RoutingOpt,
+    SeedOpt,
+    app,
+    catalog_from,
+    console,
+    emit_json,
+    require_positive,
+)
 
 
 @app.command("collective")
@@ -22,12 +36,12 @@ def collective_cmd(
     sizes: Annotated[str, typer.Option("--sizes", help="nccl-tests sizes: MIN:MAX[:FACTOR] (powers of 2 by default), a list 1M,64M, or one size.")] = "8:8G",
     algo: Annotated[str, typer.Option("--algo", help="auto (NCCL's choice) | ring | tree | nvls | collnet | hier | pat | direct | pxn | pairwise")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="Element type for the count column (nccl-tests -d): float, half, bfloat16 ...")] = "float",
-    network: Annotated[str, typer.Option("--network", help="analytical (default) | flow: scale-out part simulated by the flow-level fabric simulator (contention, routing, failures).")] = "analytical",
-    routing: Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")] = "ecmp",
-    topology: Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane (default: the fabric simulator's).")] = None,
-    oversubscription: Annotated[float, typer.Option("--oversubscription", help="With --network flow: leaf down:up ratio (>= 1).")] = 1.0,
-    fail_links: Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables (seeded).")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")] = 0,
+    network: NetworkOpt = "analytical",
+    routing: RoutingOpt = "ecmp",
+    topology: NetTopologyOpt = None,
+    oversubscription: NetOversubOpt = 1.0,
+    fail_links: FailLinksOpt = 0,
+    seed: SeedOpt = 0,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -69,13 +83,12 @@ def collective_cmd(
             hint=f"use --domains {math.ceil(gpus / per_dom)} or fewer --gpus",
         )
     results = sweep(op, size_arr, gpus, g, spec, fab, algo_n, cat)
-    if network not in ("analytical", "flow"):
-        from ..errors import UnknownNameError
+    from ..api import network_model
 
-        raise UnknownNameError("network model", network, ("analytical", "flow"))
-    if network == "flow":
-        results = _flow_results(results, op, size_arr, gpus, g, spec, fab, cat, algo=algo_n, routing=routing,
-                                topology=topology, oversubscription=oversubscription, fail_links=fail_links, seed=seed)
+    net = network_model(network, routing=routing, seed=seed, topology=topology, oversubscription=oversubscription,
+                        fail_links=fail_links)
+    if net is not None:
+        results = _flow_results(results, op, size_arr, gpus, g, spec, fab, net)
         algo_n = f"{algo_n} + scale-out contention from the flow simulator ({routing})"
     rows = []
     for r in results:
@@ -115,26 +128,19 @@ def collective_cmd(
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
 
 
-def _flow_results(results, op, sizes, n, g, spec, fab, cat, *, algo, routing, topology, oversubscription, fail_links, seed):
-    """Replace each size's time by the flow-network composition (clustertwin.collectives.flow)."""
+def _flow_results(results, op, sizes, n, g, spec, fab, net):
+    """Add the scale-out contention penalty of ``net`` (a FlowNetwork) to each size's time. Only this
+    group runs (nccl-tests semantics), so no sibling groups are simulated with it."""
     from dataclasses import replace
 
-    from ..collectives.flow import flow_collective_times
+    from ..collectives.flow import contention_penalty
 
-    topo: dict = {"oversubscription": oversubscription}
-    if topology:
-        topo["topology"] = topology
-    if fail_links < 0:
-        raise InputError(f"--fail-links must be >= 0, got {fail_links}", hint="pass 0 or more failed cables")
-    if fail_links:
-        from ..fabric import Faults
-
-        topo["faults"] = Faults(random_links=fail_links, seed=seed)
-    t = flow_collective_times(op, sizes, n, g, spec, fab, routing=routing, seed=seed, algo=algo, catalog=cat, **topo)
+    pen = contention_penalty(op, sizes, n, g, spec, fab, routing=net.routing, seed=net.seed, **dict(net.topology))
     out = []
-    for r, ti in zip(results, t, strict=True):
+    for r, p in zip(results, pen, strict=True):
+        ti = r.time_s + float(p)
         alg = r.size_bytes / ti if ti > 0 else float("inf")
-        out.append(replace(r, time_s=float(ti), algbw=alg, busbw=alg * (r.busbw / r.algbw if r.algbw else 0.0)))
+        out.append(replace(r, time_s=ti, algbw=alg, busbw=alg * (r.busbw / r.algbw if r.algbw else 0.0)))
     return out
 
 

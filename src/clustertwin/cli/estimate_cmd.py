@@ -9,7 +9,21 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, console_err, emit_json
+from ._common import (
+    CatalogOpt,
+    FailLinksOpt,
+    JsonOpt,
+    NetOversubOpt,
+    NetTopologyOpt,
+    NetworkOpt,
+    RoutingOpt,
+    SeedOpt,
+    app,
+    catalog_from,
+    console,
+    console_err,
+    emit_json,
+)
 
 
 def _int_opt(flag: str, help_: str):
@@ -106,12 +120,12 @@ def estimate_cmd(
     trace: Annotated[Path | None, typer.Option("--trace", help="Write a Chrome trace-event JSON (Perfetto); needs --engine event.")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Pipeline schedule for --engine event: 1f1b | interleaved | zb-h1 | gpipe.")] = None,
     straggler: Annotated[list[str] | None, typer.Option("--straggler", help="Event engine straggler, e.g. 'stage=3,compute=1.2' (repeatable).")] = None,
-    network: Annotated[str, typer.Option("--network", help="analytical (default) | flow: add scale-out contention from the flow-level fabric simulator to every collective.")] = "analytical",
-    routing: Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")] = "ecmp",
-    topology: Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane.")] = None,
-    oversubscription: Annotated[float, typer.Option("--oversubscription", help="With --network flow: leaf down:up ratio (>= 1).")] = 1.0,
-    fail_links: Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables.")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")] = 0,
+    network: NetworkOpt = "analytical",
+    routing: RoutingOpt = "ecmp",
+    topology: NetTopologyOpt = None,
+    oversubscription: NetOversubOpt = 1.0,
+    fail_links: FailLinksOpt = 0,
+    seed: SeedOpt = 0,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
