@@ -8,6 +8,7 @@ how to fix it — never a traceback.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +49,33 @@ def read_yaml(path: str | os.PathLike, what: str, *, hint: str | None = None, sh
             raise InputError(f"{what} {str(path)!r} must hold a mapping" + (f" ({shape})" if shape else ""),
                              hint=hint)
     return data
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes | None = None, *, writer=None) -> Path:
+    """Write a file so that a crash never leaves it half-written: write a temporary file in the same
+    folder, flush it to disk, then rename it over the target. Pass ``data`` (text or bytes) or
+    ``writer(tmp_path)`` for libraries that write to a path themselves (pyarrow)."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot write {str(p)!r}: folder {str(parent)!r} does not exist",
+                         hint="create the folder first or choose another path")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise InputError(f"cannot write in {str(parent)!r}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if writer is None:
+                fh.write(data if isinstance(data, bytes) else (data or "").encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
+        if writer is not None:
+            writer(tmp)
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise InputError(f"cannot write {str(p)!r}: {exc.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return p

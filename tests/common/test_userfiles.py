@@ -58,3 +58,39 @@ def test_cli_missing_user_files_exit_2(args):
     r = subprocess.run([sys.executable, "-m", "clustertwin", *args], capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert "NOPE.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_write_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path):
+    from clustertwin.userfiles import write_atomic
+
+    f = tmp_path / "out.json"
+    f.write_text("old")
+    write_atomic(f, "new")
+    assert f.read_text() == "new"
+    write_atomic(f, b"\x00\x01")
+    assert f.read_bytes() == b"\x00\x01"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_write_atomic_keeps_old_file_when_the_writer_fails(tmp_path):
+    from clustertwin.userfiles import write_atomic
+
+    f = tmp_path / "table.parquet"
+    f.write_text("previous results")
+
+    def broken(tmp):
+        with open(tmp, "w") as fh:
+            fh.write("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(f, writer=broken)
+    assert f.read_text() == "previous results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.parquet"]
+
+
+def test_write_atomic_missing_folder_is_input_error(tmp_path):
+    from clustertwin.userfiles import write_atomic
+
+    with pytest.raises(InputError, match="does not exist"):
+        write_atomic(tmp_path / "nope" / "x.csv", "a")

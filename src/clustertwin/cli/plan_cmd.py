@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..errors import InputError, UnknownNameError
+from ..userfiles import write_atomic
 from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, console_err, emit_json
 
 DEFAULT_DB = "clustertwin-results.db"
@@ -317,7 +318,7 @@ def results_export(
     if format == "parquet":
         import pyarrow as pa
 
-        pq.write_table(pa.Table.from_pylist(flat), str(output))
+        write_atomic(output, writer=lambda tmp: pq.write_table(pa.Table.from_pylist(flat), str(tmp)))
         console_err.print(f"wrote {len(flat)} rows to {output}")
         return
     if format == "json":
@@ -332,5 +333,5 @@ def results_export(
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        output.write_text(text, encoding="utf-8")
+        write_atomic(output, text)
         console_err.print(f"wrote {len(flat)} rows to {output}")

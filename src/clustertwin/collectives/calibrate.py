@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +25,7 @@ import numpy as np
 import yaml
 
 from ..errors import InputError
+from ..userfiles import write_atomic
 from .core import busbw_factor, collective_time
 from .nccl_tests import NcclTestsLog, parse_log
 from .params import CALIBRATION_SECTION, calibration_entry, resolve_params
@@ -227,18 +227,5 @@ def write_overlay(overlay: dict[str, Any], out: str | os.PathLike) -> Path:
     sec.update(overlay["calibration"][CALIBRATION_SECTION])
     text = "# ClusterTwin catalog overlay written by `clustertwin calibrate`; use with --catalog FILE\n"
     text += yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.exists():
-        raise InputError(f"folder {str(parent)!r} for --out does not exist", hint="create it or choose another path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text)
     return path

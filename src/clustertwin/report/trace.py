@@ -9,9 +9,10 @@ Metadata events (``"ph": "M"``, ``process_name`` / ``thread_name`` / ``*_sort_in
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from ..userfiles import write_atomic
 
 STREAM_ORDER = ("compute", "tp", "cp", "ep", "pp-send-fwd", "pp-send-bwd", "dp-grad", "dp-param")
 
@@ -59,13 +60,5 @@ def write_chrome_trace(result_or_timeline: Any, path: str | Path) -> Path:
     """Write the trace JSON to ``path`` (the only place the event engine's output touches disk)."""
     p = Path(path)
     doc = chrome_trace(result_or_timeline)
-    if not p.parent.is_dir():
-        from ..errors import InputError
-
-        raise InputError(f"cannot write trace {str(p)!r}: folder {str(p.parent)!r} does not exist",
-                         hint="create the folder first or pass another --trace path")
     # Atomic: a crash never leaves a half-written trace where the user asked for one.
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return write_atomic(p, json.dumps(doc, separators=(",", ":")))
