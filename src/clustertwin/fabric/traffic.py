@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, UnknownNameError
+from ..userfiles import read_text, read_yaml
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
@@ -174,25 +175,16 @@ def read_matrix(path: str | Path, n_gpus: int) -> Phase:
     from ..units import parse_size
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"traffic matrix {str(p)!r} does not exist") from None
     rows: list[dict] = []
     if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InputError(f"traffic matrix {str(p)!r} is not valid YAML: {exc}") from None
+        data = read_yaml(p, "traffic matrix", mapping=False)
         if isinstance(data, dict):
             data = data.get("flows")
         if not isinstance(data, list):
             raise InputError(f"traffic matrix {str(p)!r}: expected a list of flows (src, dst, bytes [, start_s])")
         rows = data
     else:
-        reader = csv.DictReader(io.StringIO(text))
+        reader = csv.DictReader(io.StringIO(read_text(p, "traffic matrix")))
         if reader.fieldnames is None or not {"src", "dst", "bytes"} <= {f.strip() for f in reader.fieldnames}:
             raise InputError(
                 f"traffic matrix {str(p)!r}: the CSV header must name src, dst, bytes (and optionally start_s)",
@@ -242,17 +234,11 @@ class JobSpec:
 
 def read_jobs(path: str | Path) -> list[JobSpec]:
     """Jobs YAML: ``jobs: [{name, gpus, placement: packed|spread, traffic: all_reduce|..., size: 1G}]``."""
-    import yaml
 
     from ..units import parse_size
 
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"jobs file {str(p)!r} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"jobs file {str(p)!r} is not valid YAML: {exc}") from None
+    data = read_yaml(p, "jobs file", mapping=False)
     jobs = data.get("jobs") if isinstance(data, dict) else data
     if not isinstance(jobs, list) or not jobs:
         raise InputError(f"jobs file {str(p)!r}: expected `jobs:` with a list of jobs")

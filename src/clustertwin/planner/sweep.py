@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -44,6 +43,7 @@ from pydantic import (
 )
 
 from ..errors import InputError
+from ..userfiles import read_yaml
 from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
 from .pareto import pareto_mask
 from .search import search
@@ -172,16 +172,8 @@ def _digest(obj: Any) -> str:
 
 
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"sweep file {str(p)!r} does not exist", hint="see scenarios/sweeps/ for examples") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"sweep file {str(p)!r} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"sweep file {str(p)!r} must hold a mapping", hint="see scenarios/sweeps/ for examples")
-    return data
+    return read_yaml(Path(path), "sweep file", hint="see scenarios/sweeps/ for examples",
+                     shape="name, designs, models, global_batch ...")
 
 
 def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep file",
