@@ -18,4 +18,11 @@ def run_cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-__all__ = ["pytest", "run_cli"]
+class CliResult:
+    """What a CLI run left: exit code, stdout, stderr (attribute names as subprocess uses them)."""
+
+    def __init__(self, code: int, out: str, err: str):
+        self.returncode, self.stdout, self.stderr = code, out, err
+
+
+__all__ = ["CliResult", "pytest", "run_cli"]

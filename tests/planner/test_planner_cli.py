@@ -9,22 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from planner_cli_helpers import run_cli
 from planner_fakes import fake_cost, fake_factory, resolve
 
 from clustertwin.planner.executors import LocalExecutor
 from clustertwin.planner.store import ResultsStore
 from clustertwin.planner.sweep import build_sweep, run_sweep
-
-
-class _R:
-    def __init__(self, code, out, err):
-        self.returncode, self.stdout, self.stderr = code, out, err
-
-
-@pytest.fixture
-def ct(capsys):
-    return lambda *args: _R(*run_cli(capsys, *args))
 
 
 def test_real_process_exit_code(tmp_path):

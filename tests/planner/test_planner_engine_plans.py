@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-from planner_cli_helpers import run_cli
 
 from clustertwin.errors import InputError
 from clustertwin.planner.evaluator import AnalyticalEvaluator, resolve_model
@@ -24,16 +23,6 @@ CONTRACT = {"tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompu
 
 def ct_proc(*args):
     return subprocess.run([sys.executable, "-m", "clustertwin", *args], capture_output=True, text=True, timeout=120)
-
-
-class _R:
-    def __init__(self, code, out, err):
-        self.returncode, self.stdout, self.stderr = code, out, err
-
-
-@pytest.fixture
-def ct(capsys):
-    return lambda *args: _R(*run_cli(capsys, *args))
 
 
 def test_plain_plan_json_contract(ct):

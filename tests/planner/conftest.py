@@ -1,0 +1,12 @@
+"""Fixtures shared by the planner tests."""
+
+from __future__ import annotations
+
+import pytest
+from planner_cli_helpers import CliResult, run_cli
+
+
+@pytest.fixture
+def ct(capsys):
+    """``ct("plan", "--json")`` runs the CLI in-process and returns a ``CliResult``."""
+    return lambda *args: CliResult(*run_cli(capsys, *args))
