@@ -25,14 +25,23 @@ class Accelerator:
     vendor: str
     arch: str  # ampere, hopper, blackwell, blackwell-ultra, cdna3, cdna4, davinci, kunlun ...
     peak_flops: Mapping[str, float]  # dtype -> dense FLOP/s
-    hbm_bytes: float
+    hbm_bytes: float  # the vendor's nominal capacity ("80 GB"), decimal bytes
     hbm_bw: float  # bytes/s
     scaleup_bw: float  # bytes/s per direction, per device, on its native scale-up fabric
     tdp_w: float | None = None
+    # device memory as the driver reports it (nvidia-smi "Memory-Usage" total): what a job can fill.
+    # NVIDIA's "80 GB" is 80 GiB of HBM less a driver reservation (H100: 81,559 MiB = 85.5e9 B), so
+    # the nominal decimal figure understates it by ~7%. None where no reported figure is sourced.
+    hbm_reported_bytes: float | None = None
     num_sms: int | None = None  # streaming multiprocessors / AI cores (wave quantisation)
     mamf_fraction: Mapping[str, float] = field(default_factory=dict)  # measured max achievable matmul / peak, per dtype
     sources: Mapping[str, str] = field(default_factory=dict)
     assumptions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        """What memory-fit checks compare against: the driver-reported total where sourced, else nominal."""
+        return float(self.hbm_reported_bytes or self.hbm_bytes)
 
     def peak(self, dtype: str) -> float:
         """Dense peak for ``dtype``; falls back to the closest precision the chip runs.

@@ -103,3 +103,18 @@ def test_list_json_sections():
     r = CliRunner().invoke(app, ["catalog", "list", "fabrics", "--json"])
     ids = {row["id"] for row in json.loads(r.stdout)["fabrics"]}
     assert set(SCALEOUT) | set(SCALEUP) <= ids
+
+
+def test_device_memory_capacity_is_the_driver_reported_total_where_sourced(catalog):
+    """NVIDIA's "80 GB" is 80 GiB less a reservation: nvidia-smi shows 81,559 MiB on an H100, 81,920 MiB on
+    an A100 80GB. Fit checks use that figure where the catalog has a source for it, the nominal one elsewhere."""
+    h100 = catalog.accelerator("h100-sxm")
+    assert h100.hbm_bytes == 80e9  # the datasheet figure stays what the datasheet says
+    assert h100.memory_capacity_bytes == 81559 * 2**20
+    assert "nvidia-smi" in h100.sources["hbm_reported_bytes"]
+    assert catalog.accelerator("a100-80gb").memory_capacity_bytes == 80 * 2**30
+    assert "hbm_reported_bytes" in catalog.accelerator("h800").assumptions  # same HBM as H100, not sourced apart
+    h200 = catalog.accelerator("h200")
+    assert h200.hbm_reported_bytes is None and h200.memory_capacity_bytes == h200.hbm_bytes
+    for acc in catalog.accelerators.values():  # the driver never reports more than the stacks hold
+        assert acc.hbm_bytes <= acc.memory_capacity_bytes <= acc.hbm_bytes * 1.1

@@ -69,11 +69,14 @@ class _Entry(BaseModel):
 class AcceleratorIn(_Entry):
     SPEC_NAMES: ClassVar[dict[str, str]] = {
         "peak_tflops": "peak_flops", "hbm_gb": "hbm_bytes", "hbm_tbps": "hbm_bw", "scaleup_gbps_uni": "scaleup_bw",
+        "hbm_reported_mib": "hbm_reported_bytes",
     }
     vendor: str
     arch: str
     peak_tflops: dict[str, PositiveFloat] = Field(description="dtype -> dense TFLOP/s")
     hbm_gb: PositiveFloat
+    hbm_reported_mib: PositiveFloat | None = Field(
+        default=None, description="device memory total as nvidia-smi / the driver reports it, MiB")
     hbm_tbps: PositiveFloat
     scaleup_gbps_uni: NonNegativeFloat = Field(description="GB/s per direction on the native scale-up link")
     tdp_w: PositiveFloat | None = None
@@ -102,6 +105,7 @@ class AcceleratorIn(_Entry):
             arch=self.arch,
             peak_flops={k: v * units.TFLOPS for k, v in self.peak_tflops.items()},
             hbm_bytes=self.hbm_gb * units.GB,
+            hbm_reported_bytes=self.hbm_reported_mib * units.MiB if self.hbm_reported_mib else None,
             hbm_bw=self.hbm_tbps * units.TB,
             scaleup_bw=self.scaleup_gbps_uni * units.GB,
             tdp_w=self.tdp_w,

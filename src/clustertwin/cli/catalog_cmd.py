@@ -21,6 +21,7 @@ KINDS = ("accelerators", "systems", "fabrics")
 _HUMAN: dict[str, tuple[str, float]] = {
     "peak_flops": ("TFLOP/s", 1e12),
     "hbm_bytes": ("GB", 1e9),
+    "hbm_reported_bytes": ("GB (driver-reported total)", 1e9),
     "hbm_bw": ("TB/s", 1e12),
     "scaleup_bw": ("GB/s per direction", 1e9),
     "bw_per_device": ("GB/s per direction", 1e9),
