@@ -18,10 +18,15 @@ from typing import Any
 from .errors import InputError
 from .workload.model import ModelSpec
 from .workload.plan import ParallelPlan, check_plan, make_plan
+from .workload.stacks import SoftwareStack, get_stack
 
-# FlashAttention (arXiv 2205.14135) and Transformer-Engine communication overlap postdate these runs;
-# a run published with an arXiv id before 2206 used the unfused attention path and no comm overlap.
+# Which software stack (clustertwin.workload.stacks) a published run used, from its arXiv id:
+# FlashAttention (arXiv 2205.14135) and Transformer-Engine communication overlap postdate the runs
+# published before 2206, which used Megatron-LM's unfused attention path and no comm overlap; sequence
+# parallelism and selective recompute arrived with Korthikanti et al. (2205.05198). Runs without an
+# arXiv id are NVIDIA's current Megatron-Core / Megatron-Bridge recipes.
 _FLASH_FIRST_ARXIV = 2206
+_SEQUENCE_PARALLEL_ARXIV = 2205
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +37,14 @@ class RowResult:
     error_pct: float | None
     reason: str = ""
     unit: str = "s"
+    stack: str = ""  # software stack preset the row was modelled with (training rows)
 
     def to_dict(self) -> dict[str, Any]:
         d = {"id": self.id, "measured": self.measured, "predicted": self.predicted, "error_pct": self.error_pct}
         if self.reason:
             d["reason"] = self.reason
+        if self.stack:
+            d["stack"] = self.stack
         return d
 
 
@@ -116,12 +124,15 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
     return ModelSpec(id=row["id"], **kw)
 
 
-def _modern_stack(row: dict[str, str]) -> bool:
+def stack_for_row(row: dict[str, str]) -> SoftwareStack:
+    """The software stack preset of a published run (see the comment on ``_FLASH_FIRST_ARXIV``)."""
     text = f"{row.get('source', '')} {row.get('source_locator', '')}"
+    if any(f"arXiv:{a}" in text for a in _FSDP_ARXIV):
+        return get_stack("pytorch-fsdp")
     ids = [int(a) for a in re.findall(r"arXiv:(\d{4})\.\d{4,5}", text)]
-    if ids:
-        return min(ids) >= _FLASH_FIRST_ARXIV
-    return True
+    if ids and min(ids) < _FLASH_FIRST_ARXIV:
+        return get_stack("megatron-lm-2021" if min(ids) < _SEQUENCE_PARALLEL_ARXIV else "megatron-lm-2022")
+    return get_stack("megatron-core")
 
 
 # When a row says its virtual-pipeline value is a placeholder (interleaved schedule, V not printed), use the
@@ -154,20 +165,14 @@ def _virtual_stages(row: dict[str, str]) -> int:
 # there) those rows fit in 80 GB (docs/modelling.md section 2).
 
 
-# Llama 3 (arXiv:2407.21783 Sec. 3.3.2, "Numerical stability"): "we use FP32 gradient accumulation during
-# backward computation over multiple micro-batches and also reduce-scatter gradients in FP32 across data
-# parallel workers in FSDP" - a stated software setting of that run (not a fitted value): 4-byte gradient
-# buffer and reduce-scatter.
-_FP32_GRAD_REDUCE_ARXIV = ("2407.21783",)
-
-
-def _fp32_grad_reduce(row: dict[str, str]) -> bool:
-    text = f"{row.get('source', '')} {row.get('source_locator', '')}"
-    return any(f"arXiv:{a}" in text for a in _FP32_GRAD_REDUCE_ARXIV)
+# Llama 3 (arXiv:2407.21783 Sec. 3.3.2) trained with PyTorch FSDP: "we use FP32 gradient accumulation
+# during backward computation over multiple micro-batches and also reduce-scatter gradients in FP32 across
+# data parallel workers in FSDP", all-gather-based CP - the pytorch-fsdp stack (stated settings, not fits).
+_FSDP_ARXIV = ("2407.21783",)
 
 
 def plan_from_row(row: dict[str, str]) -> ParallelPlan:
-    modern = _modern_stack(row)
+    stack = stack_for_row(row)
     zero = _int(row, "zero_stage")
     fsdp = _int(row, "fsdp") == 1
     tp = _int(row, "tp", 1)
@@ -180,12 +185,8 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
         sequence_parallel=_int(row, "sequence_parallel") == 1 and tp > 1, zero=zero if zero else (3 if fsdp else 0),
         fsdp=fsdp and zero >= 3,
         recompute=(row.get("recompute") or "none").strip(), dtype=(row.get("precision") or "bf16").strip(),
-        flash_attention=modern, overlap=modern, uneven_pipeline=True,
-        # current Megatron-Core / Megatron-Bridge performance recipes reduce gradients in BF16
-        # (grad_reduce_in_fp32=False); the 2021-22 runs reduced FP32 main gradients; Llama 3 reduces in
-        # FP32 (see _fp32_grad_reduce)
-        grad_reduce_bytes=2 if modern and not _fp32_grad_reduce(row) else 4,
-        cp_comm="allgather" if re.search(r"CP uses all-gather", row.get("notes") or "", re.IGNORECASE) else "p2p",
+        stack=stack.id, uneven_pipeline=True,
+        cp_comm="allgather" if re.search(r"CP uses all-gather", row.get("notes") or "", re.IGNORECASE) else None,
     )
 
 
@@ -266,7 +267,7 @@ def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical")
         if not measured:
             out.append(RowResult(rid, measured, pred, None, reason="no measured step time"))
             continue
-        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured))
+        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, stack=stack_for_row(row).id))
     return ValidationReport("training", out)
 
 

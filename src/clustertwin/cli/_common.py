@@ -28,6 +28,7 @@ console_err = Console(stderr=True, highlight=False)
 # Shared option types: one spelling everywhere (see docs/architecture.md, "Contracts").
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")]
 # `--network flow` (contention from the flow-level fabric simulator), shared by `collective` and `estimate`.
+StackOpt = Annotated[str | None, typer.Option("--stack", help="Software stack: megatron-core (default) | megatron-lm-2021 | megatron-lm-2022 | pytorch-fsdp (clustertwin stacks lists what each can do).")]
 NetworkOpt = Annotated[str, typer.Option("--network", help="analytical (default) | flow: add the scale-out contention the flow-level fabric simulator finds (routing, oversubscription, failures).")]
 RoutingOpt = Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")]
 NetTopologyOpt = Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane (default: the fabric simulator's).")]

@@ -18,6 +18,7 @@ from ._common import (
     NetworkOpt,
     RoutingOpt,
     SeedOpt,
+    StackOpt,
     app,
     catalog_from,
     console,
@@ -106,6 +107,7 @@ def estimate_cmd(
     dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default on when tp > 1).")] = None,
     overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Communication overlap (Megatron-Core/TE).")] = None,
+    stack: StackOpt = None,
     layers: _int_opt("--layers", "Custom model: transformer layers (overrides --model's).") = None,
     hidden: _int_opt("--hidden", "Custom model: hidden size.") = None,
     heads: _int_opt("--heads", "Custom model: attention heads.") = None,
@@ -154,7 +156,7 @@ def estimate_cmd(
     plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,
                "micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len, "recompute": recompute,
                "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap,
-               "microbatch_group": microbatch_group}
+               "microbatch_group": microbatch_group, "stack": stack}
     for k, v in plan_kw.items():
         if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k == "zero" else 1):
             raise InputError(f"--{k.replace('_', '-')} must be positive, got {v}", hint="pass a positive integer")

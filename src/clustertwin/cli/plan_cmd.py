@@ -22,7 +22,7 @@ from rich.table import Table
 
 from ..errors import InputError, UnknownNameError
 from ..userfiles import write_atomic
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, console_err, emit_json
+from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json
 
 DEFAULT_DB = "clustertwin-results.db"
 
@@ -56,12 +56,14 @@ def plan_cmd(
     cross_domain: Annotated[bool, typer.Option("--cross-domain", help="Allow TP and EP groups to span scale-up domains.")] = False,
     all_variants: Annotated[bool, typer.Option("--all-variants", help="Show every variant, not only the best per layout.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes for the evaluation.")] = 1,
+    stack: StackOpt = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
     """Best parallel layouts (TP/PP/DP/CP/EP, micro-batch, ZeRO, recompute) for a model on a cluster."""
     from ..planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest, plan
     from ..planner.space import RECOMPUTE, SpaceOptions
+    from ..workload.stacks import DEFAULT_STACK
 
     if not oversubscription >= 1.0:
         raise InputError(f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
@@ -82,7 +84,8 @@ def plan_cmd(
     req = PlanRequest(model=model or DEFAULT_MODEL, system=system or DEFAULT_SYSTEM, num_gpus=gpus, domains=domains,
                       global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
                       oversubscription=oversubscription,
-                      engine=engine, options=opts, distinct_layouts=not all_variants, workers=workers)
+                      engine=engine, options=opts, distinct_layouts=not all_variants, workers=workers,
+                      stack=stack or DEFAULT_STACK)
     defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
     report = plan(req, catalog_from(catalog))
     defaults.update(report.defaults_used)
@@ -112,7 +115,7 @@ def _render_plans(report: Any) -> None:
     r = report.request
     st = report.stats
     t = Table(title=f"{r['model']} on {r['gpus']:,} x {r['system']} ({r['fabric']}), global batch {r['global_batch']} "
-                    f"x {r['seq_len']} tokens, {report.engine} engine")
+                    f"x {r['seq_len']} tokens, {r.get('stack', 'megatron-core')} stack, {report.engine} engine")
     cols = ("#", "layout", "mb ZeRO rc", "tokens/s", "step s", "MFU", "HFU", "mem GB", "free GB", "bottleneck")
     for c in cols:
         t.add_column(c, justify="left" if c in ("layout", "mb ZeRO rc", "bottleneck") else "right",
@@ -178,6 +181,28 @@ class _Bar:
             self.task = self.progress.add_task("", total=total, completed=done)
         else:
             self.progress.update(self.task, completed=done, total=total)
+
+
+@app.command("stacks")
+def stacks_cmd(json_: JsonOpt = False) -> None:
+    """Software stack presets: what each framework generation can do (used by plan, estimate, sweep, validate)."""
+    from ..workload.stacks import DEFAULT_STACK, STACKS
+
+    if json_:
+        emit_json({"default": DEFAULT_STACK, "stacks": [s.to_json() for s in STACKS.values()]})
+        return
+    t = Table(title="software stacks (--stack)")
+    for c in ("id", "flash attn", "overlap", "grad reduce", "ZeRO", "recompute", "SP", "CP"):
+        t.add_column(c, no_wrap=c == "id")
+    yes = {True: "yes", False: "no"}
+    for s in STACKS.values():
+        t.add_row(s.id + (" (default)" if s.id == DEFAULT_STACK else ""), yes[s.flash_attention], yes[s.overlap],
+                  {2: "BF16", 4: "FP32"}.get(s.grad_reduce_bytes, f"{s.grad_reduce_bytes} B"),
+                  ",".join(map(str, s.zero_stages)), ",".join(s.recompute), yes[s.sequence_parallel],
+                  s.cp_comm if s.context_parallel else "no")
+    console.print(t)
+    for s in STACKS.values():
+        console.print(f"[bold]{s.id}[/bold]: {s.description}. Source: {s.source}")
 
 
 @app.command("sweep")

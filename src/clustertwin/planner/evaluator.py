@@ -233,7 +233,9 @@ class AnalyticalEvaluator:
 
     @property
     def memory_capacity_bytes(self) -> float:
-        return float(self.system.accelerator.hbm_bytes)
+        """What a plan may fill: the engine's figure (driver-reported HBM less the fragmentation reserve)."""
+        hw = self._hw(None)
+        return float(hw.hbm_bytes) if hw is not None else self.system.accelerator.memory_capacity_bytes
 
     def _fabric(self) -> Any:
         return oversubscribed(self.fabric, self.oversubscription)
@@ -283,8 +285,10 @@ class AnalyticalEvaluator:
         out = memory_per_gpu(
             self.model, seq_len=self.seq_len, micro_batch=mb, num_micro_batches=self.global_batch // (mb * dp),
             tp=tp, pp=plans["pp"], dp=dp, cp=plans["cp"], ep=plans["ep"], vpp=plans["vpp"], zero=plans["zero"],
-            sp=tp > 1, recompute_code=plans["recompute"], runtime_overhead_bytes=overhead,
+            sp=(tp > 1) & bool(self.extra.get("sequence_parallel", True)), recompute_code=plans["recompute"], runtime_overhead_bytes=overhead,
             microbatch_group=plans.get("microbatch_group"),
+            flash=bool(self.extra.get("flash_attention", True)),
+            grad_bytes=float(self.extra.get("grad_reduce_bytes", 2.0)),
         )
         return np.broadcast_to(np.asarray(out["total"], dtype=float), (n,)).copy()
 

@@ -8,7 +8,8 @@ from ..errors import InputError
 
 
 def event_estimate(rec: dict[str, Any], *, model: Any, system: Any, fabric: Any, gpus: int, global_batch: int,
-                   seq_len: int, dtype: str, catalog: Any = None) -> dict[str, Any]:
+                   seq_len: int, dtype: str, catalog: Any = None,
+                   engine_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Time one plan (a planner record) with the event engine; returns estimate-style metrics."""
     try:
         from ..sim import event  # noqa: F401
@@ -22,9 +23,15 @@ def event_estimate(rec: dict[str, Any], *, model: Any, system: Any, fabric: Any,
 
     p = make_plan(gpus=gpus, tp=rec["tp"], pp=rec["pp"], cp=rec["cp"], ep=rec["ep"], vpp=rec["vpp"],
                   micro_batch=rec["micro_batch"], global_batch=global_batch, seq_len=seq_len, zero=rec["zero"],
-                  recompute=rec["recompute"], dtype=dtype)
+                  recompute=rec["recompute"], dtype=dtype, **_plan_options(engine_options))
     out = simulate(model, system, fabric, p, catalog=catalog)
     return out if isinstance(out, dict) else _as_dict(out)
+
+
+def _plan_options(engine_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The engine options a ParallelPlan carries (flash, overlap, gradient bytes, CP style)."""
+    keys = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel")
+    return {k: v for k, v in (engine_options or {}).items() if k in keys}
 
 
 def _as_dict(o: Any) -> dict[str, Any]:

@@ -16,7 +16,8 @@ import numpy as np
 from ..errors import InputError
 from .evaluator import AnalyticalEvaluator, Evaluator, oversubscribed, resolve_model
 from .search import SearchResult, explain_runner_up, minimum_gpus, search, usable_gpu_counts
-from .space import ModelShape, SpaceOptions, space_size, structural_space
+from ..workload.stacks import DEFAULT_STACK, get_stack
+from .space import ModelShape, SpaceOptions, space_size, structural_space, with_stack
 
 DEFAULT_MODEL = "llama3-70b"
 DEFAULT_SYSTEM = "hgx-h100"
@@ -41,6 +42,7 @@ class PlanRequest:
     distinct_layouts: bool = True
     workers: int = 1
     engine_options: Mapping[str, Any] = field(default_factory=dict)  # passed to the engine (flash_attention, overlap ...)
+    stack: str = DEFAULT_STACK  # software stack preset (workload/stacks.py); engine_options override its settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,29 +98,32 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
         from ..errors import UnknownNameError
 
         raise UnknownNameError("engine", req.engine, ("analytical", "event"))
+    stack = get_stack(req.stack)
+    options = with_stack(req.options, stack)
+    engine_options = {**stack.engine_options(), **dict(req.engine_options)}
 
     def make(n: int) -> Evaluator:
         if evaluator_for is not None:
             return evaluator_for(n)
         return AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=n, global_batch=gb,
                                    seq_len=seq, dtype=req.dtype, oversubscription=req.oversubscription,
-                                   catalog=catalog, extra=dict(req.engine_options))
+                                   catalog=catalog, extra=engine_options)
 
     ev = make(gpus)
     top = max(req.top_k, 10) if req.engine == "event" else req.top_k
     res = search(shape, ev, num_gpus=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
-                 options=req.options, top_k=top, distinct_layouts=req.distinct_layouts, workers=req.workers)
+                 options=options, top_k=top, distinct_layouts=req.distinct_layouts, workers=req.workers)
     request = {"model": shape.name, "system": system.id, "gpus": gpus, "domains": gpus / domain,
                "global_batch": gb, "seq_len": seq, "fabric": fabric_id, "dtype": req.dtype,
-               "oversubscription": req.oversubscription, "engine": req.engine}
+               "oversubscription": req.oversubscription, "engine": req.engine, "stack": stack.id}
     if len(res) == 0:
-        _raise_impossible(res, shape, system, gpus, gb, seq, domain, req, make)
+        _raise_impossible(res, shape, system, gpus, gb, seq, domain, req, make, options)
     records = res.records()
     engine = "analytical"
     if req.engine == "event":
         records = rerank_event(records, model=model, system=system,
                                fabric=oversubscribed(fabric, req.oversubscription), gpus=gpus, global_batch=gb,
-                               seq_len=seq, dtype=req.dtype, catalog=catalog)
+                               seq_len=seq, dtype=req.dtype, catalog=catalog, engine_options=engine_options)
         engine = "event"
     records = records[: req.top_k]
     for i, r in enumerate(records):
@@ -133,13 +138,14 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
 
 
 def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: int, gb: int, seq: int,
-                      domain: int, req: PlanRequest, make: Callable[[int], Evaluator]) -> None:
+                      domain: int, req: PlanRequest, make: Callable[[int], Evaluator],
+                      options: SpaceOptions) -> None:
     acc = system.accelerator
     chip = acc.name if "GB" in acc.name else f"{acc.name} ({acc.hbm_bytes / 1e9:.0f} GB)"
-    if res.stats.num_structural == 0 and req.options.fixed:
+    if res.stats.num_structural == 0 and options.fixed:
         import dataclasses
 
-        free = dataclasses.replace(req.options, fixed={})
+        free = dataclasses.replace(options, fixed={})
         sp = structural_space(shape, num_gpus=gpus, domain_size=domain, global_batch=gb, seq_len=seq, options=free)
         if space_size(sp):
             from .space import RECOMPUTE
@@ -147,17 +153,17 @@ def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: i
             def show(axis: str, vals) -> str:
                 return "/".join(RECOMPUTE[v] for v in vals) if axis == "recompute" else "/".join(str(v) for v in vals)
 
-            asked = ", ".join(f"--{k.replace('_', '-')} {show(k, v)}" for k, v in req.options.fixed.items())
-            valid = "; ".join(f"--{k.replace('_', '-')} {show(k, np.unique(sp[k]).tolist())}" for k in req.options.fixed)
+            asked = ", ".join(f"--{k.replace('_', '-')} {show(k, v)}" for k, v in options.fixed.items())
+            valid = "; ".join(f"--{k.replace('_', '-')} {show(k, np.unique(sp[k]).tolist())}" for k in options.fixed)
             raise InputError(
                 f"no valid layout of {shape.name} on {gpus} GPUs (global batch {gb}, seq-len {seq}) has {asked}",
                 hint=f"values that can work here: {valid}",
             )
     if res.stats.num_structural == 0:
         near = usable_gpu_counts(shape, near=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
-                                 options=req.options)
+                                 options=options)
         batch_ok = [b for b in _batch_candidates(gb, gpus) if space_size(structural_space(
-            shape, num_gpus=gpus, domain_size=domain, global_batch=b, seq_len=seq, options=req.options))]
+            shape, num_gpus=gpus, domain_size=domain, global_batch=b, seq_len=seq, options=options))]
         hint = []
         if near:
             hint.append("use --gpus " + " or ".join(str(n) for n in near))
@@ -170,7 +176,7 @@ def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: i
             hint=" ".join(hint) or "change --gpus or --global-batch",
         )
     need = minimum_gpus(shape, make, start=gpus + 1, domain_size=domain, global_batch=gb, seq_len=seq,
-                        options=req.options)
+                        options=options)
     where = f"{shape.name} does not fit on {gpus} {chip} at any layout"
     detail = (f" (the smallest layout needs {res.stats.min_memory_gb:.0f} GB per GPU, "
               f"{res.stats.capacity_gb:.0f} GB available)")
@@ -191,7 +197,8 @@ def _batch_candidates(gb: int, gpus: int) -> list[int]:
 
 
 def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabric: Any, gpus: int,
-                 global_batch: int, seq_len: int, dtype: str, catalog: Any = None) -> list[dict[str, Any]]:
+                 global_batch: int, seq_len: int, dtype: str, catalog: Any = None,
+                 engine_options: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Re-time the analytical top plans with the event-driven engine and re-sort by its throughput."""
     from .event_adapter import event_estimate
 
@@ -200,7 +207,7 @@ def rerank_event(records: list[dict[str, Any]], *, model: Any, system: Any, fabr
         rr = dict(r)
         try:
             e = event_estimate(r, model=model, system=system, fabric=fabric, gpus=gpus, global_batch=global_batch,
-                               seq_len=seq_len, dtype=dtype, catalog=catalog)
+                               seq_len=seq_len, dtype=dtype, catalog=catalog, engine_options=engine_options)
         except InputError as exc:
             if "not available" in exc.message:
                 raise

@@ -109,6 +109,30 @@ class SpaceOptions:
             raise InputError(f"ZeRO stage {bad_z[0]} does not exist", hint="use 0, 1, 2 or 3")
 
 
+def with_stack(opts: SpaceOptions, stack: Any) -> SpaceOptions:
+    """``opts`` limited to the ZeRO stages and recompute modes a software stack offers.
+
+    A value fixed on the command line that the stack cannot run is an error that names both ways out.
+    """
+    from dataclasses import replace
+
+    for axis, allowed, show in (("zero", stack.zero_stages, str), ("recompute", stack.recompute, None)):
+        for v in opts.fixed.get(axis, ()):
+            name = RECOMPUTE[v] if show is None else show(v)
+            if name not in [str(a) for a in allowed]:
+                raise InputError(
+                    f"--{axis} {name} is not available on the {stack.id} stack (it offers {axis} "
+                    f"{', '.join(str(a) for a in allowed)})",
+                    hint=f"drop --{axis}, pick one of those, or choose another --stack",
+                )
+    if not stack.context_parallel and any(c > 1 for c in opts.fixed.get("cp", ())):
+        raise InputError(f"the {stack.id} stack has no context parallelism", hint="use --cp 1 or another --stack")
+    zero = tuple(z for z in opts.zero_stages if z in stack.zero_stages) or tuple(stack.zero_stages)
+    rc = tuple(r for r in opts.recompute if r in stack.recompute) or tuple(stack.recompute)
+    return replace(opts, zero_stages=zero, recompute=rc, max_cp=opts.max_cp if stack.context_parallel else 1,
+                   uneven_pipeline=opts.uneven_pipeline and stack.uneven_pipeline)
+
+
 def divisors(n: int) -> np.ndarray:
     """Sorted positive divisors of ``n`` (vectorised trial division)."""
     if n < 1:

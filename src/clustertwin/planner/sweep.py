@@ -16,7 +16,8 @@ Example sweep file (``scenarios/sweeps/*.yaml``)::
     models: [llama3-70b]
     global_batch: [512, 1024]
     seq_len: 8192
-    engine_options: {flash_attention: true}   # optional, passed to the analytical engine
+    stack: megatron-core     # optional software stack preset (clustertwin stacks lists them)
+    engine_options: {flash_attention: true}   # optional, overrides the stack's engine settings
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ from ..userfiles import read_yaml
 from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
 from .pareto import pareto_mask
 from .search import search
-from .space import RECOMPUTE, ModelShape, SpaceOptions
+from ..workload.stacks import DEFAULT_STACK, get_stack
+from .space import RECOMPUTE, ModelShape, SpaceOptions, with_stack
 
 # ------------------------------------------------------------------ the sweep file (pydantic at the edge)
 
@@ -112,6 +114,7 @@ class SweepIn(BaseModel):
     dtype: str = "bf16"
     search: SearchIn = Field(default_factory=SearchIn)
     chunk_size: PositiveInt = 1
+    stack: str = DEFAULT_STACK  # software stack preset (clustertwin.workload.stacks)
     engine_options: dict[str, Any] = Field(default_factory=dict)  # to the engine, e.g. {flash_attention: false}
     extra: dict[str, Any] = Field(default_factory=dict)  # passed to the evaluator factory
 
@@ -189,7 +192,9 @@ def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep fi
         raise InputError(f"{label}: {loc}: {err['msg']}",
                          hint="keys: name, designs (system, domains|gpus, fabric, oversubscription), models, "
                               "global_batch, seq_len, dtype, search, chunk_size") from None
-    options = spec.search.to_options()
+    stack = get_stack(spec.stack)
+    options = with_stack(spec.search.to_options(), stack)
+    engine_options = {**stack.engine_options(), **spec.engine_options}
     jobs: list[Job] = []
     for grid in spec.designs:
         if (grid.domains is None) == (grid.gpus is None):
@@ -209,7 +214,7 @@ def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep fi
                 gpus = domains * sysspec.devices_per_domain if domains is not None else int(size)
                 jobs.append(Job(index=len(jobs), system=system_id, num_gpus=gpus, domains=domains, fabric=fab,
                                 oversubscription=float(over), model=model, global_batch=int(gb), seq_len=int(seq),
-                                dtype=spec.dtype, engine_options=dict(spec.engine_options),
+                                dtype=spec.dtype, engine_options=dict(engine_options),
                                 extra=dict(spec.extra)))
     if not jobs:
         raise InputError(f"{label}: the grid is empty", hint="give at least one system, size, model and batch")

@@ -198,11 +198,11 @@ def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.
 
 def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plans: dict[str, Any], *,
                    seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
-                   overlap: bool = True, grad_reduce_bytes: float = 4.0, cp_comm: str = "p2p", catalog: Any = None,
-                   hardware: Hardware | None = None) -> dict[str, np.ndarray]:
+                   overlap: bool = True, grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", catalog: Any = None,
+                   hardware: Hardware | None = None, sequence_parallel: bool | None = None) -> dict[str, np.ndarray]:
     """Evaluate many plans at once. ``plans`` maps degree names to arrays (broadcast together):
     tp, pp, dp, cp, ep, vpp, micro_batch, recompute (code 0/1/2 or names), zero; optional
-    global_batch, sequence_parallel (default tp > 1), etp, uneven_pipeline. Returns arrays: step_time_s,
+    global_batch, sequence_parallel (default: the keyword, else tp > 1), etp, uneven_pipeline. Returns arrays: step_time_s,
     tokens_per_s, mfu, hfu, tflops_per_gpu, tflops_per_gpu_hw, memory_gb_per_gpu, fits_memory, valid,
     breakdown_<component>, memory_<component>_gb.
     """
@@ -220,7 +220,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
         raise InputError("estimate_batch needs global_batch (in plans or as keyword)")
     a["global_batch"] = np.asarray(gbv).astype(np.int64)
     a["etp"] = np.asarray(plans.get("etp", 1)).astype(np.int64)
-    sp = plans.get("sequence_parallel")
+    sp = plans.get("sequence_parallel", sequence_parallel)
     a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.asarray(sp).astype(bool) & (np.asarray(a["tp"]) > 1))
     a["uneven"] = np.asarray(plans.get("uneven_pipeline", False)).astype(bool)
     a["mb_group"] = np.asarray(plans.get("microbatch_group", 0)).astype(np.int64)

@@ -60,6 +60,7 @@ class ChipEfficiency:
     scaleup_efficiency: float
     overlap_slowdown: float
     runtime_overhead_bytes: float
+    memory_reserve_fraction: float  # device memory kept free against allocator fragmentation (assumption)
     step_overhead_s: float
     num_sms: int
     mamf_fraction: dict[str, float]
@@ -78,7 +79,7 @@ class Hardware:
     peak_bf16: float
     mamf: float  # MAMF fraction of the GEMM dtype
     hbm_bw: float
-    hbm_bytes: float
+    hbm_bytes: float  # what a plan may fill: the driver-reported capacity less the fragmentation reserve
     domain: int  # devices per scale-up domain
     up_bw: float  # achieved ring bus bandwidth per device inside a domain (bytes/s)
     up_lat: float
@@ -112,6 +113,7 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         hbm_efficiency=float(cfg["hbm_efficiency"]), attention_efficiency=float(cfg["attention_efficiency"]),
         attention_seq_half=float(cfg["attention_seq_half"]), scaleup_efficiency=float(cfg["scaleup_efficiency"]),
         overlap_slowdown=float(cfg["overlap_slowdown"]), runtime_overhead_bytes=float(cfg["runtime_overhead_gb"]) * 1e9,
+        memory_reserve_fraction=float(cfg["memory_reserve_fraction"]),
         step_overhead_s=float(cfg["step_overhead_s"]), num_sms=int(sms), mamf_fraction=mamf,
         assumptions=dict(chip.get("assumed", {})),
     )
@@ -142,7 +144,8 @@ def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalo
     nic_per_dev = system.nics_per_host * min(system.nic_bw, scaleout.port_bw) / system.devices_per_host
     return Hardware(
         system=system, scaleout=scaleout, eff=eff, dtype=dtype, peak=peak, peak_bf16=acc.peak("bf16"),
-        mamf=mamf_for(eff.mamf_fraction, dtype) * eff.gemm_mamf_scale, hbm_bw=acc.hbm_bw, hbm_bytes=acc.hbm_bytes,
+        mamf=mamf_for(eff.mamf_fraction, dtype) * eff.gemm_mamf_scale, hbm_bw=acc.hbm_bw,
+        hbm_bytes=acc.memory_capacity_bytes * (1.0 - eff.memory_reserve_fraction),
         domain=system.devices_per_domain, up_bw=system.scaleup_bw_per_device * eff.scaleup_efficiency,
         up_lat=max(system.scaleup.latency_s, 1e-6), nic_bw=nic_per_dev * scaleout.protocol_efficiency,
         net_lat=scaleout.nic_latency_s + 3 * scaleout.hop_latency_s + 2e-6, catalog=catalog, network=network,
@@ -276,7 +279,7 @@ STAGE_COST_FIELDS = (
 
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
                 zero, global_batch, seq_len, sp=True, etp=1, flash: bool = True, overlap: bool = True,
-                grad_reduce_bytes: float = 4.0, cp_comm: str = "p2p") -> dict[str, np.ndarray]:
+                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p") -> dict[str, np.ndarray]:
     """Granular costs of one pipeline stage (see STAGE_COST_FIELDS). All inputs broadcast."""
     tp, pp, dp, cp, ep, vpp, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
         *(np.asarray(x) for x in (tp, pp, dp, cp, ep, vpp, micro_batch, recompute, zero, global_batch, sp, etp)))

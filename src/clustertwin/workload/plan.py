@@ -46,12 +46,13 @@ class ParallelPlan:
     dtype: str = "bf16"
     flash_attention: bool = True
     overlap: bool = True
-    grad_reduce_bytes: int = 4  # Megatron default: FP32 gradient reduction
+    grad_reduce_bytes: int = 2  # Megatron-Core recipes reduce in BF16 (the megatron-core stack); 4 = FP32
     uneven_pipeline: bool = False  # allow layers not divisible by pp*vpp (custom stage layouts)
     cp_comm: str = "p2p"  # "p2p" ring exchange overlapped with attention (Megatron), "allgather" (Llama 3)
     # interleaved schedule: consecutive micro-batches per virtual stage (Megatron
     # microbatch_group_size_per_vp_stage, Llama 3's N); 0 = pp (Megatron's default, depth-first)
     microbatch_group: int = 0
+    stack: str = "megatron-core"  # software stack preset the software options came from (workload/stacks.py)
 
     @property
     def microbatch_group_effective(self) -> int:
@@ -98,14 +99,27 @@ def make_plan(
     fsdp: bool = False,
     recompute: str = "none",
     dtype: str = "bf16",
-    flash_attention: bool = True,
-    overlap: bool = True,
-    grad_reduce_bytes: int = 4,
+    flash_attention: bool | None = None,
+    overlap: bool | None = None,
+    grad_reduce_bytes: int | None = None,
     uneven_pipeline: bool = False,
-    cp_comm: str = "p2p",
+    cp_comm: str | None = None,
     microbatch_group: int | None = None,
+    stack: str | None = None,
 ) -> ParallelPlan:
-    """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp."""
+    """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp.
+
+    Software options left as ``None`` (flash attention, overlap, gradient-reduce bytes, CP style,
+    sequence parallelism) come from the software ``stack`` (default Megatron-Core); a value given
+    explicitly wins over the stack's.
+    """
+    from .stacks import get_stack
+
+    st = get_stack(stack)
+    flash_attention = st.flash_attention if flash_attention is None else flash_attention
+    overlap = st.overlap if overlap is None else overlap
+    grad_reduce_bytes = st.grad_reduce_bytes if grad_reduce_bytes is None else grad_reduce_bytes
+    cp_comm = st.cp_comm if cp_comm is None else cp_comm
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp), ("vpp", vpp),
                     ("micro-batch", micro_batch), ("seq-len", seq_len)):
         if v is None or int(v) < 1:
@@ -126,7 +140,7 @@ def make_plan(
     if global_batch is None:
         global_batch = dp * micro_batch * max(1, pp) * 4 if pp > 1 else dp * micro_batch
     if sequence_parallel is None:
-        sequence_parallel = tp > 1
+        sequence_parallel = tp > 1 and st.sequence_parallel
     if recompute not in RECOMPUTE:
         from ..errors import closest
 
@@ -148,7 +162,7 @@ def make_plan(
         sequence_parallel=bool(sequence_parallel and tp > 1), zero=int(zero), fsdp=bool(fsdp),
         recompute=recompute, dtype=dtype, flash_attention=flash_attention, overlap=overlap,
         grad_reduce_bytes=int(grad_reduce_bytes), uneven_pipeline=bool(uneven_pipeline),
-        cp_comm=cp_comm, microbatch_group=int(microbatch_group or 0),
+        cp_comm=cp_comm, microbatch_group=int(microbatch_group or 0), stack=st.id,
     )
     if gpus is not None and plan.num_gpus != gpus:
         raise InputError(

@@ -109,7 +109,7 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
     )
 
 
-def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_reduce_bytes: float = 4.0,
+def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_reduce_bytes: float = 2.0,
                           name: str = "L") -> LayerWork:
     """One layer, one micro-batch, from the scalar cost dict of ``sim.costs.stage_costs``."""
     zero = int(plan.zero_effective)
@@ -141,7 +141,7 @@ def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_re
     )
 
 
-def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, grad_reduce_bytes: float = 4.0,
+def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, grad_reduce_bytes: float = 2.0,
                           layers: list[LayerWork] | None = None) -> tuple[StageWork, ...]:
     """Per-stage work of ``plan`` from the scalar cost dict of ``sim.costs.stage_costs``.
 

@@ -1,0 +1,88 @@
+"""Software stacks: the planner searches only what the framework can run, with its engine settings, and
+the validator models each published run with the stack it used."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from clustertwin import api
+from clustertwin.errors import InputError, UnknownNameError
+from clustertwin.planner.planning import PlanRequest, plan
+from clustertwin.planner.space import SpaceOptions
+from clustertwin.validate import stack_for_row
+from clustertwin.workload.stacks import STACKS, get_stack
+
+REQ = dict(model="gpt3-175b", system="dgx-a100", num_gpus=1024, global_batch=1536, seq_len=2048,
+           fabric="ib-hdr-200g")
+VALIDATION = Path(__file__).resolve().parents[3] / "shared" / "validation" / "training.csv"
+
+
+def test_unknown_stack_suggests_the_closest():
+    with pytest.raises(UnknownNameError) as exc:
+        get_stack("megatron-lm-2020")
+    assert "megatron-lm-2021" in exc.value.render()
+
+
+def test_old_stack_searches_only_what_2021_megatron_could_run(catalog):
+    rep = plan(PlanRequest(**REQ, top_k=20, distinct_layouts=False, stack="megatron-lm-2021"), catalog)
+    assert rep.request["stack"] == "megatron-lm-2021" and len(rep.plans) == 20
+    assert {p["zero"] for p in rep.plans} == {0}  # no distributed optimizer yet
+    assert {p["cp"] for p in rep.plans} == {1}  # no context parallelism
+    assert "selective" not in {p["recompute"] for p in rep.plans}
+
+
+def test_a_knob_the_stack_lacks_is_a_clear_error(catalog):
+    opts = SpaceOptions(fixed={"zero": (1,)})
+    with pytest.raises(InputError) as exc:
+        plan(PlanRequest(**REQ, stack="megatron-lm-2021", options=opts), catalog)
+    assert "not available on the megatron-lm-2021 stack" in exc.value.message and "--stack" in exc.value.hint
+
+
+def test_planner_and_estimate_agree_on_one_plan_per_stack(catalog):
+    """The stack's settings reach the planner's engine exactly as they reach `estimate`."""
+    for stack in ("megatron-core", "megatron-lm-2021"):
+        fixed = {"tp": (8,), "pp": (8,), "cp": (1,), "vpp": (2,), "micro_batch": (1,), "zero": (0,),
+                 "recompute": (2,)}
+        p = plan(PlanRequest(**REQ, top_k=1, stack=stack, options=SpaceOptions(fixed=fixed)), catalog).plans[0]
+        sc = api.build_scenario(model="gpt3-175b", system="dgx-a100", gpus=1024, fabric="ib-hdr-200g", tp=8, pp=8,
+                                vpp=2, micro_batch=1, global_batch=1536, seq_len=2048, zero=0, recompute="full",
+                                stack=stack, catalog=catalog)
+        assert sc.plan.stack == stack
+        assert p["step_time_s"] == pytest.approx(api.simulate(sc).step_time_s, rel=1e-9)
+    old = api.build_scenario(model="gpt3-175b", system="dgx-a100", gpus=1024, tp=8, pp=8, global_batch=1536,
+                             zero=0, stack="megatron-lm-2021", catalog=catalog)
+    assert not old.plan.flash_attention and not old.plan.overlap and old.plan.grad_reduce_bytes == 4
+    assert not old.plan.sequence_parallel
+
+
+def test_2021_software_is_slower_than_today_on_the_same_layout(catalog):
+    fixed = {"tp": (8,), "pp": (8,), "cp": (1,), "micro_batch": (1,), "zero": (0,), "recompute": (2,)}
+    t = {s: plan(PlanRequest(**REQ, top_k=1, stack=s, options=SpaceOptions(fixed=fixed)), catalog).plans[0]
+         for s in ("megatron-core", "megatron-lm-2021")}
+    assert t["megatron-lm-2021"]["step_time_s"] > 1.1 * t["megatron-core"]["step_time_s"]
+
+
+def test_validator_models_each_published_run_with_its_stack():
+    if not VALIDATION.exists():
+        pytest.skip("shared/validation not present")
+    with VALIDATION.open(newline="", encoding="utf-8") as f:
+        got = {r["id"]: stack_for_row(r).id for r in csv.DictReader(f)}
+    assert got["mlm-sc21-t1-7"] == "megatron-lm-2021"
+    assert got["korth-175B-present"] == "megatron-lm-2022"
+    assert got["llama3-405b-t4-2"] == "pytorch-fsdp"
+    assert got["mbridge-39"] == "megatron-core"
+
+
+def test_stacks_command_lists_every_preset(ct):
+    r = ct("stacks", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["default"] == "megatron-core"
+    assert [s["id"] for s in doc["stacks"]] == list(STACKS)
+    assert all(s["source"] for s in doc["stacks"])
+    bad = ct("plan", "--stack", "megatron-lm-2020")
+    assert bad.returncode == 2 and "megatron-lm-2021" in bad.stderr
