@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..workload.stacks import DEFAULT_STACK, get_stack
 from .evaluator import AnalyticalEvaluator, Evaluator, oversubscribed, resolve_model
 from .search import SearchResult, explain_runner_up, minimum_gpus, search, usable_gpu_counts
-from ..workload.stacks import DEFAULT_STACK, get_stack
 from .space import ModelShape, SpaceOptions, space_size, structural_space, with_stack
 
 DEFAULT_MODEL = "llama3-70b"

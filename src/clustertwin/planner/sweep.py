@@ -45,10 +45,10 @@ from pydantic import (
 
 from ..errors import InputError
 from ..userfiles import read_yaml
+from ..workload.stacks import DEFAULT_STACK, get_stack
 from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
 from .pareto import pareto_mask
 from .search import search
-from ..workload.stacks import DEFAULT_STACK, get_stack
 from .space import RECOMPUTE, ModelShape, SpaceOptions, with_stack
 
 # ------------------------------------------------------------------ the sweep file (pydantic at the edge)
