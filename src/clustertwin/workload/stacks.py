@@ -60,12 +60,16 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
     SoftwareStack(
         id="megatron-lm-2021",
         description="Megatron-LM as in Narayanan et al. SC'21: unfused attention, no overlap, FP32 gradient "
-                    "all-reduce, no distributed optimizer, no sequence or context parallelism, recompute full or none",
+                    "all-reduce, no distributed optimizer, no sequence or context parallelism, full activation recompute",
         source="Narayanan et al., SC'21, arXiv:2104.04473 Sec. 3-5 and examples/sc21 scripts "
                "(--activations-checkpoint-method uniform); distributed optimizer, sequence parallelism "
                "(Korthikanti et al. 2022) and context parallelism (Megatron-Core 2023) came later",
+        # recompute: full only. Every SC'21 run recomputes (eq. (3) assumes it), and Sec. 5.7 / Fig. 17 finds
+        # that without it the 145B model on (t, p) = (8, 16) does not fit once p micro-batches are in flight,
+        # while Korthikanti's activation count (workload/memory.py) puts that case at ~71 GB: the 2021
+        # code held more than the formula, so "none" would be offered where it did not fit.
         flash_attention=False, overlap=False, grad_reduce_bytes=4, zero_stages=(0,),
-        recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
+        recompute=("full",), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
     ),
     SoftwareStack(
         id="megatron-lm-2022",
