@@ -229,3 +229,21 @@ def test_sweep_search_fixed_axes(catalog, tmp_path):
 
     with pytest.raises(InputError):
         build_sweep(dict(spec, search={"fixed": {"recompute": ["most"]}}), catalog, resolve=resolve)
+
+
+def test_sweep_stack_limits_the_search_and_reaches_the_engine(catalog, tmp_path):
+    spec = dict(SPEC, designs=[{"system": "hgx-h100", "domains": [4, 8]}], global_batch=[256],
+                stack="megatron-lm-2021")
+    sw = build_sweep(spec, catalog, resolve=resolve)
+    assert sw.options.zero_stages == (0,) and sw.options.recompute == ("full",) and sw.options.max_cp == 1
+    assert all(j.engine_options["grad_reduce_bytes"] == 4 and not j.engine_options["flash_attention"]
+               for j in sw.jobs)
+    out = run_sweep(sw, ResultsStore(tmp_path / "s.db"), LocalExecutor(workers=1), factory=fake_factory,
+                    cost_fn=fake_cost)
+    assert out.rows and all(r["feasible"] and r["zero"] == 0 and r["cp"] == 1 for r in out.rows)
+    # a stack changes the sweep's identity: resuming never mixes results of two stacks
+    assert build_sweep(dict(spec, stack="megatron-core"), catalog, resolve=resolve).sweep_id != sw.sweep_id
+    from clustertwin.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError):
+        build_sweep(dict(spec, stack="megatron-lm-2020"), catalog, resolve=resolve)
