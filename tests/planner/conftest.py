@@ -10,3 +10,9 @@ from planner_cli_helpers import CliResult, run_cli
 def ct(capsys):
     """``ct("plan", "--json")`` runs the CLI in-process and returns a ``CliResult``."""
     return lambda *args: CliResult(*run_cli(capsys, *args))
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_dir(tmp_path, monkeypatch):
+    """`clustertwin plan` stores its plans in ./clustertwin-results.db: keep that out of the checkout."""
+    monkeypatch.chdir(tmp_path)

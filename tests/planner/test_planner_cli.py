@@ -57,7 +57,7 @@ def test_results_list_show_export(db, tmp_path, ct):
 def test_results_errors(db, tmp_path, ct):
     path, _ = db
     r = ct("results", "show", "nope", "--db", str(path))
-    assert r.returncode == 2 and "no sweep 'nope'" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "no sweep or plan 'nope'" in r.stderr and "Traceback" not in r.stderr
     r = ct("results", "list", "--db", str(tmp_path / "missing.db"))
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = ct("results", "export", "cli-grid", "--db", str(path), "--format", "parquet")
@@ -95,3 +95,31 @@ def test_sweep_and_plan_bad_input(tmp_path, ct):
     assert r.returncode == 2 and "disagree" in r.stderr
     r = ct("plan", "--engine", "fast")
     assert r.returncode == 2 and "engine" in r.stderr
+
+
+def test_plan_results_are_stored_queried_and_exported(ct, tmp_path):
+    db = tmp_path / "plans.db"
+    r = ct("plan", "--model", "llama3-8b", "--gpus", "64", "--top", "3", "--db", str(db), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    rid = doc["stored"]["id"]
+    again = json.loads(ct("plan", "--model", "llama3-8b", "--gpus", "64", "--top", "3", "--db", str(db),
+                          "--json").stdout)
+    assert again["stored"]["id"] == rid  # same inputs and versions: one record, no duplicate rows
+    listed = json.loads(ct("results", "list", "--db", str(db), "--json").stdout)["sweeps"]
+    assert [(s["id"], s["rows"]) for s in listed] == [(rid, 3)]
+    shown = json.loads(ct("results", "show", rid[:6], "--db", str(db), "--json").stdout)
+    assert shown["sweep"]["spec"]["kind"] == "plan" and shown["sweep"]["spec"]["request"]["stack"] == "megatron-core"
+    # the ranked plans as planned, best first, with the design's power from the bill of materials
+    assert [(s["tp"], s["pp"], s["dp"], s["cp"]) for s in shown["rows"]] == \
+        [(p["tp"], p["pp"], p["dp"], p["cp"]) for p in doc["plans"]]
+    assert [s["tokens_per_s"] for s in shown["rows"]] == pytest.approx([p["tokens_per_s"] for p in doc["plans"]])
+    assert all(s["power_w"] and s["power_w"] > 0 for s in shown["rows"])
+    csv_text = ct("results", "export", rid, "--db", str(db), "--format", "csv").stdout
+    assert len(csv_text.strip().splitlines()) == 4 and csv_text.startswith("job_index,")
+
+
+def test_plan_no_store_writes_no_database(ct, tmp_path):
+    r = ct("plan", "--model", "llama3-8b", "--gpus", "64", "--top", "1", "--no-store", "--db", str(tmp_path / "x.db"))
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "x.db").exists() and "stored in" not in r.stdout

@@ -57,6 +57,8 @@ def plan_cmd(
     all_variants: Annotated[bool, typer.Option("--all-variants", help="Show every variant, not only the best per layout.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes for the evaluation.")] = 1,
     stack: StackOpt = None,
+    db: Annotated[Path, typer.Option("--db", help="Results database the plans are stored in.")] = Path(DEFAULT_DB),
+    store: Annotated[bool, typer.Option("--store/--no-store", help="Store the plans in --db (default on).")] = True,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -87,16 +89,27 @@ def plan_cmd(
                       engine=engine, options=opts, distinct_layouts=not all_variants, workers=workers,
                       stack=stack or DEFAULT_STACK)
     defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
-    report = plan(req, catalog_from(catalog))
+    cat = catalog_from(catalog)
+    report = plan(req, cat)
     defaults.update(report.defaults_used)
+    stored = None
+    if store:
+        from ..planner.record import store_plan
+        from ..planner.store import ResultsStore
+
+        stored = {"db": str(db), "id": store_plan(req, report, ResultsStore(db), cat)}
     if json_:
         doc = report.to_json()
         doc["defaults_used"] = defaults
+        if stored:
+            doc["stored"] = stored
         emit_json(doc)
         return
     if defaults:
         console.print("defaults used: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()))
     _render_plans(report)
+    if stored:
+        console.print(f"stored in {db} as {stored['id']} (`clustertwin results show {stored['id']} --db {db}`)")
 
 
 def _layout(p: dict[str, Any]) -> str:
@@ -265,7 +278,7 @@ def _render_rows(rows: list[dict[str, Any]], title: str) -> None:
 
 # --------------------------------------------------------------------------------------- results
 
-results_app = typer.Typer(help="Query stored sweep results.", no_args_is_help=True)
+results_app = typer.Typer(help="Query stored sweep and plan results.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
 DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database.")]
 
@@ -275,7 +288,7 @@ def _store(db: Path):
 
     if not db.exists():
         raise InputError(f"results database {str(db)!r} does not exist",
-                         hint="run `clustertwin sweep FILE --db PATH` first, or pass the right --db")
+                         hint="run `clustertwin plan` or `clustertwin sweep FILE --db PATH` first, or pass the right --db")
     return ResultsStore(db)
 
 
@@ -286,7 +299,7 @@ def results_list(db: DbOpt = Path(DEFAULT_DB), json_: JsonOpt = False) -> None:
     if json_:
         emit_json({"sweeps": sweeps})
         return
-    t = Table(title=f"sweeps in {db}")
+    t = Table(title=f"sweeps and plans in {db}")
     for c in ("id", "name", "jobs", "chunks done", "rows", "created", "finished", "catalog", "tool"):
         t.add_column(c, no_wrap=c in ("id", "name"))
     for s in sweeps:
@@ -302,16 +315,28 @@ def results_show(
     json_: JsonOpt = False,
 ) -> None:
     """Show a sweep's best plan per design and its Pareto front."""
-    from ..planner.sweep import best_per_design
 
     store = _store(db)
     meta = store.sweep(sweep_id)
-    rows = best_per_design(store.results(meta["id"]))
+    rows = _stored_rows(store, meta)
     if json_:
-        emit_json({"sweep": meta, "rows": rows, "pareto": [r["job_index"] for r in rows if r["pareto"]]})
+        emit_json({"sweep": meta, "rows": rows, "pareto": [r["job_index"] for r in rows if r.get("pareto")]})
         return
-    _render_rows(rows, title=f"sweep {meta['name']} ({meta['id']}), catalog {meta['catalog_version']}, "
-                             f"tool {meta['tool_version']} - * = Pareto front")
+    plan_kind = _is_plan(meta)
+    _render_rows(rows, title=("" if plan_kind else "sweep ") + f"{meta['name']} ({meta['id']}), catalog "
+                 f"{meta['catalog_version']}, tool {meta['tool_version']}" + ("" if plan_kind else " - * = Pareto front"))
+
+
+def _is_plan(meta: dict[str, Any]) -> bool:
+    return (meta.get("spec") or {}).get("kind") == "plan"
+
+
+def _stored_rows(store: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """A plan record's ranked plans as stored; a sweep's best plan per design with its Pareto flags."""
+    from ..planner.sweep import best_per_design
+
+    rows = store.results(meta["id"])
+    return rows if _is_plan(meta) else best_per_design(rows)
 
 
 @results_app.command("export")
@@ -322,7 +347,6 @@ def results_export(
     db: DbOpt = Path(DEFAULT_DB),
 ) -> None:
     """Export a sweep's rows as CSV, JSON or Parquet (Parquet needs pyarrow)."""
-    from ..planner.sweep import best_per_design
 
     if format not in ("csv", "json", "parquet"):
         raise UnknownNameError("export format", format, ("csv", "json", "parquet"))
@@ -337,7 +361,7 @@ def results_export(
             raise InputError("--format parquet writes a binary file", hint="pass --output FILE.parquet")
     store = _store(db)
     meta = store.sweep(sweep_id)
-    rows = best_per_design(store.results(meta["id"]))
+    rows = _stored_rows(store, meta)
     flat = [{**{k: v for k, v in r.items() if k != "breakdown"}, "breakdown": json.dumps(r.get("breakdown") or {})}
             for r in rows]
     if format == "parquet":

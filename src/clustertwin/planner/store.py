@@ -207,8 +207,8 @@ class ResultsStore:
         if not rows:
             known = [s["id"] for s in self.sweeps()]
             raise InputError(
-                f"no sweep {sweep_id!r} in {str(self.path)!r}",
-                hint=("known sweeps: " + ", ".join(known)) if known else "this database holds no sweep yet",
+                f"no sweep or plan {sweep_id!r} in {str(self.path)!r}",
+                hint=("known ids: " + ", ".join(known)) if known else "this database holds no sweep or plan yet",
             )
         ids = {r["id"] for r in rows}
         if len(ids) > 1:

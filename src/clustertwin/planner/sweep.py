@@ -318,17 +318,25 @@ def run_chunk(task: ChunkTask) -> tuple[list[dict[str, Any]], float]:
     return rows, time.perf_counter() - t0
 
 
+# what a results row keeps of a plan record (``search.SearchResult.records``)
+PLAN_ROW_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute", "step_time_s",
+                 "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu", "bottleneck", "breakdown")
+
+
+def job_row(job: Job, chunk_id: str) -> dict[str, Any]:
+    """The design columns of a results row."""
+    return {"job_index": job.index, "chunk_id": chunk_id, "system": job.system, "num_gpus": job.num_gpus,
+            "domains": job.domains, "fabric": job.fabric, "oversubscription": job.oversubscription,
+            "model": job.model, "global_batch": job.global_batch, "seq_len": job.seq_len, "dtype": job.dtype}
+
+
 def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: EvaluatorFactory,
                  cost_fn: Callable[[Job, Any], tuple[float | None, float | None]], chunk_id: str = "") -> dict[str, Any]:
     """Best plan, cost and power of one design. A design the models cannot handle (an InputError: a
     precision the chip lacks, a fabric too small for the cluster ...) becomes an infeasible row with the
     reason, so one bad corner of a grid never stops the sweep."""
     system = catalog.system(job.system)
-    row: dict[str, Any] = {
-        "job_index": job.index, "chunk_id": chunk_id, "system": job.system, "num_gpus": job.num_gpus,
-        "domains": job.domains, "fabric": job.fabric, "oversubscription": job.oversubscription, "model": job.model,
-        "global_batch": job.global_batch, "seq_len": job.seq_len, "dtype": job.dtype,
-    }
+    row: dict[str, Any] = job_row(job, chunk_id)
     try:
         cost, power = cost_fn(job, catalog)
     except InputError:
@@ -345,9 +353,7 @@ def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: Evaluat
     recs = res.records(1)
     if recs:
         best = recs[0]
-        row.update({k: best[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute",
-                                         "step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
-                                         "memory_gb_per_gpu", "bottleneck", "breakdown")})
+        row.update({k: best[k] for k in PLAN_ROW_KEYS})
         row.update(feasible=True, reason=None)
     else:
         row.update(feasible=False, reason=_why_infeasible(res.stats))
