@@ -123,3 +123,10 @@ def test_plan_no_store_writes_no_database(ct, tmp_path):
     r = ct("plan", "--model", "llama3-8b", "--gpus", "64", "--top", "1", "--no-store", "--db", str(tmp_path / "x.db"))
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "x.db").exists() and "stored in" not in r.stdout
+
+
+def test_plan_still_prints_when_the_database_cannot_be_written(ct, tmp_path):
+    r = ct("plan", "--model", "llama3-8b", "--gpus", "64", "--top", "1", "--db", str(tmp_path / "no" / "such" / "x.db"),
+           "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["plans"] and "stored" not in json.loads(r.stdout)
+    assert "plans not stored" in r.stderr and "does not exist" in r.stderr

@@ -97,7 +97,10 @@ def plan_cmd(
         from ..planner.record import store_plan
         from ..planner.store import ResultsStore
 
-        stored = {"db": str(db), "id": store_plan(req, report, ResultsStore(db), cat)}
+        try:
+            stored = {"db": str(db), "id": store_plan(req, report, ResultsStore(db), cat)}
+        except InputError as exc:  # the plans are still printed: a read-only folder must not lose them
+            console_err.print(f"warning: plans not stored: {exc.message} (pass --db PATH or --no-store)")
     if json_:
         doc = report.to_json()
         doc["defaults_used"] = defaults
