@@ -41,7 +41,9 @@ def _result_json(r) -> dict:
 
 
 def _render_estimate(r) -> None:
-    t = Table(title=f"{r.model} on {r.num_gpus} x {r.system} ({r.fabric})", show_header=False)
+    stack = (r.plan or {}).get("stack") if isinstance(r.plan, dict) else getattr(r.plan, "stack", None)
+    t = Table(title=f"{r.model} on {r.num_gpus} x {r.system} ({r.fabric})" + (f", {stack} stack" if stack else ""),
+              show_header=False)
     t.add_column("metric")
     t.add_column("value", justify="right")
     t.add_row("step time", f"{r.step_time_s:.3f} s")
