@@ -41,7 +41,7 @@ def _result_json(r) -> dict:
 
 
 def _render_estimate(r) -> None:
-    stack = (r.plan or {}).get("stack") if isinstance(r.plan, dict) else getattr(r.plan, "stack", None)
+    stack = r.plan.get("stack")
     t = Table(title=f"{r.model} on {r.num_gpus} x {r.system} ({r.fabric})" + (f", {stack} stack" if stack else ""),
               show_header=False)
     t.add_column("metric")

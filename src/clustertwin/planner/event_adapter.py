@@ -29,9 +29,10 @@ def event_estimate(rec: dict[str, Any], *, model: Any, system: Any, fabric: Any,
 
 
 def _plan_options(engine_options: dict[str, Any] | None) -> dict[str, Any]:
-    """The engine options a ParallelPlan carries (flash, overlap, gradient bytes, CP style)."""
-    keys = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel")
-    return {k: v for k, v in (engine_options or {}).items() if k in keys}
+    """The engine options a ParallelPlan carries (flash, overlap, gradient bytes, CP style, SP)."""
+    from ..workload.stacks import ENGINE_OPTION_KEYS
+
+    return {k: v for k, v in (engine_options or {}).items() if k in ENGINE_OPTION_KEYS}
 
 
 def _as_dict(o: Any) -> dict[str, Any]:

@@ -25,9 +25,9 @@ def store_plan(req: PlanRequest, report: PlanReport, store: ResultsStore, catalo
             "engine_options": dict(req.engine_options), "top_k": req.top_k,
             "distinct_layouts": req.distinct_layouts}
     rid = _digest({"spec": spec, "catalog": catalog.version, "tool": __version__})
-    domains = r["gpus"] / catalog.system(r["system"]).devices_per_domain
+    domains = float(r["domains"])  # gpus / scale-up domain size, as plan() resolved it
     job = Job(index=0, system=r["system"], num_gpus=int(r["gpus"]),
-              domains=int(domains) if float(domains).is_integer() else None, fabric=r["fabric"],
+              domains=int(domains) if domains.is_integer() else None, fabric=r["fabric"],
               oversubscription=float(r["oversubscription"]), model=str(r["model"]), global_batch=int(r["global_batch"]),
               seq_len=int(r["seq_len"]), dtype=str(r["dtype"]))
     cost, power = design_cost_power(job, catalog)

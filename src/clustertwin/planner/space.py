@@ -116,13 +116,15 @@ def with_stack(opts: SpaceOptions, stack: Any) -> SpaceOptions:
     """
     from dataclasses import replace
 
-    for axis, allowed, show in (("zero", stack.zero_stages, str), ("recompute", stack.recompute, None)):
-        for v in opts.fixed.get(axis, ()):
-            name = RECOMPUTE[v] if show is None else show(v)
-            if name not in [str(a) for a in allowed]:
+    fixed_names = {"zero": [str(z) for z in opts.fixed.get("zero", ())],
+                   "recompute": [RECOMPUTE[r] for r in opts.fixed.get("recompute", ())]}
+    offered = {"zero": [str(z) for z in stack.zero_stages], "recompute": list(stack.recompute)}
+    for axis, names in fixed_names.items():
+        for name in names:
+            if name not in offered[axis]:
                 raise InputError(
                     f"--{axis} {name} is not available on the {stack.id} stack (it offers {axis} "
-                    f"{', '.join(str(a) for a in allowed)})",
+                    f"{', '.join(offered[axis])})",
                     hint=f"drop --{axis}, pick one of those, or choose another --stack",
                 )
     if not stack.context_parallel and any(c > 1 for c in opts.fixed.get("cp", ())):

@@ -16,6 +16,9 @@ from typing import Any
 
 from ..errors import UnknownNameError
 
+# the settings a stack fixes that a ParallelPlan carries and the engines take as keywords
+ENGINE_OPTION_KEYS = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SoftwareStack:
@@ -34,9 +37,7 @@ class SoftwareStack:
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
-        return {"flash_attention": self.flash_attention, "overlap": self.overlap,
-                "grad_reduce_bytes": self.grad_reduce_bytes, "cp_comm": self.cp_comm,
-                "sequence_parallel": self.sequence_parallel}
+        return {k: getattr(self, k) for k in ENGINE_OPTION_KEYS}
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "description": self.description, "source": self.source,
