@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CLUSTERTWIN_SHARED", ROOT.parent / "shared"))
+VALIDATION = ROOT / "src" / "clustertwin" / "data" / "validation"
 
 
 @pytest.fixture(scope="session")
@@ -17,5 +16,6 @@ def catalog():
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    return SHARED
+def validation_dir() -> Path:
+    """The vendored public validation set (src/clustertwin/data/validation, see PROVENANCE.md)."""
+    return VALIDATION

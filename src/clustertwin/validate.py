@@ -223,15 +223,33 @@ def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical
     return _event_engine().estimate(model, system, fabric, plan, catalog=catalog).step_time_s
 
 
+PACKAGED_SETS = ("training", "collectives", "serving", "memory")
+
+
+def packaged_path(name: str) -> Path:
+    """The packaged copy of a public validation set (``data/validation/NAME.csv``, see PROVENANCE.md)."""
+    from importlib import resources
+
+    return Path(str(resources.files("clustertwin") / "data" / "validation" / f"{name}.csv"))
+
+
+def resolve_validation_path(path: str | Path) -> Path:
+    """A CSV path, or the name of a packaged set (``training``, ``collectives``, ``serving``, ``memory``)."""
+    text = str(path)
+    if text in PACKAGED_SETS and not Path(text).exists():
+        return packaged_path(text)
+    return Path(path)
+
+
 def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    p = Path(path)
+    p = resolve_validation_path(path)
     try:
         with p.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             rows = list(reader)
             header = list(reader.fieldnames or [])
     except FileNotFoundError:
-        raise InputError(f"validation file {str(p)!r} does not exist", hint="pass a CSV such as shared/validation/training.csv") from None
+        raise InputError(f"validation file {str(p)!r} does not exist", hint="pass a CSV in the validation format, or the name of a packaged set: " + ", ".join(PACKAGED_SETS)) from None
     except (OSError, csv.Error, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read validation file {str(p)!r}: {exc}") from None
     return header, rows

@@ -10,7 +10,7 @@ from clustertwin.cluster.fattree import max_endpoints, size_fat_tree
 from clustertwin.errors import InputError
 
 # NVIDIA DGX SuperPOD B200 reference architecture, compute fabric table (docs.nvidia.com, via
-# /work/shared/hardware/hardware.yaml DGX_SuperPOD_B200_table):
+# shared/hardware/hardware.yaml DGX_SuperPOD_B200_table):
 # [SU, nodes, gpus, leaf, spine, core, cables node-leaf, leaf-spine, spine-core]; 64-port QM9700, 8 rails.
 SUPERPOD_B200 = [
     (2, 64, 512, 16, 8, None, 512, 512, None),

@@ -10,10 +10,8 @@ from clustertwin.collectives.validation import predict_busbw_row, run_rows
 
 
 @pytest.fixture(scope="module")
-def rows(shared_dir):
-    path = shared_dir / "validation" / "collectives.csv"
-    if not path.exists():
-        pytest.skip(f"{path} not available")
+def rows(validation_dir):
+    path = validation_dir / "collectives.csv"
     with open(path, newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
 

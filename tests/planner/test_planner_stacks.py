@@ -18,7 +18,7 @@ from clustertwin.workload.stacks import STACKS, get_stack
 
 REQ = dict(model="gpt3-175b", system="dgx-a100", num_gpus=1024, global_batch=1536, seq_len=2048,
            fabric="ib-hdr-200g")
-VALIDATION = Path(__file__).resolve().parents[3] / "shared" / "validation" / "training.csv"
+VALIDATION = Path(__file__).resolve().parents[2] / "src" / "clustertwin" / "data" / "validation" / "training.csv"
 
 
 def test_unknown_stack_suggests_the_closest():
@@ -67,8 +67,6 @@ def test_2021_software_is_slower_than_today_on_the_same_layout(catalog):
 
 
 def test_validator_models_each_published_run_with_its_stack():
-    if not VALIDATION.exists():
-        pytest.skip("shared/validation not present")
     with VALIDATION.open(newline="", encoding="utf-8") as f:
         got = {r["id"]: stack_for_row(r).id for r in csv.DictReader(f)}
     assert got["mlm-sc21-t1-7"] == "megatron-lm-2021"

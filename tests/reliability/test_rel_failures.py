@@ -28,10 +28,8 @@ def test_llama3_cluster_design_gives_about_419(fm, llama_design):
     assert n == pytest.approx(419, rel=0.05)
 
 
-def test_rates_match_published_table_rows(params, shared_dir):
-    path = shared_dir / "validation" / "llama3_405b_interruptions_table5.csv"
-    if not path.exists():
-        pytest.skip("shared validation data not present")
+def test_rates_match_published_table_rows(params, validation_dir):
+    path = validation_dir / "llama3_405b_interruptions_table5.csv"
     rows = {r["record_id"]: int(r["interruption_count"]) for r in csv.DictReader(path.open())}
     assert sum(rows.values()) == 419
     used = {}

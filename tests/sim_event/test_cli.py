@@ -28,10 +28,8 @@ def test_estimate_engine_event_json():
     assert sum(d["breakdown"].values()) == pytest.approx(d["step_time_s"], rel=1e-6)
 
 
-def test_validate_engine_event_agrees_with_analytical(tmp_path, shared_dir):
-    src = shared_dir / "validation" / "training.csv"
-    if not src.exists():
-        pytest.skip("shared validation data not available")
+def test_validate_engine_event_agrees_with_analytical(tmp_path, validation_dir):
+    src = validation_dir / "training.csv"
     with src.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         rows = [r for r in reader if r["id"] in ROWS]
