@@ -24,14 +24,14 @@ from . import (  # noqa: E402,F401
     plan_cmd,
     reliability_cmd,
 )
-from ._common import app, console_err
+from ._common import app, console_err, styled
 
 
 def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True, prog_name="clustertwin")
     except InputError as exc:
-        console_err.print(f"[bold red]error:[/] {exc.render()}", highlight=False, soft_wrap=True)
+        console_err.print(styled("error:", "bold red", f" {exc.render()}"), highlight=False, soft_wrap=True)
         sys.exit(2)
     except SystemExit:
         raise
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("CLUSTERTWIN_DEBUG"):
             raise
         console_err.print(
-            f"[bold red]internal error:[/] {type(exc).__name__}: {exc}\n"
-            "This is a ClusterTwin bug; rerun with CLUSTERTWIN_DEBUG=1 for the traceback and report it.",
+            styled("internal error:", "bold red", f" {type(exc).__name__}: {exc}\n"
+                   "This is a ClusterTwin bug; rerun with CLUSTERTWIN_DEBUG=1 for the traceback and report it."),
             highlight=False,
         )
         sys.exit(1)

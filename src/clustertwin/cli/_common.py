@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..errors import InputError
 
@@ -22,8 +23,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-console = Console(highlight=False, soft_wrap=False)
-console_err = Console(stderr=True, highlight=False)
+# markup=False: text from users (ids, paths, file contents) is printed as it is, never read as rich
+# markup ("[/x]" or "[red]" in a name must neither crash the printer nor vanish). Styling goes through
+# ``styled`` / rich ``Text`` objects instead.
+console = Console(highlight=False, soft_wrap=False, markup=False)
+console_err = Console(stderr=True, highlight=False, markup=False)
+
+
+def styled(head: str, style: str, rest: str = "") -> Text:
+    """``head`` in ``style`` followed by plain ``rest`` (neither is parsed as markup)."""
+    return Text.assemble((head, style), rest)
 
 # Shared option types: one spelling everywhere (see docs/architecture.md, "Contracts").
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON document on stdout.")]

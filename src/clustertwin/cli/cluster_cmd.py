@@ -114,7 +114,7 @@ def cluster_cmd(
                       + f"; {r['switch_hops']} switch hop(s), {r['bandwidth_gbps']:.4g} Gb/s, {r['latency_us']:.3g} us")
     assumed = sorted(c.system.assumptions) + [f"{c.fabric.id}.{k}" for k in sorted(c.fabric.assumptions)]
     if assumed:
-        console.print(f"[dim]assumed catalog values: {', '.join(assumed)} (see `clustertwin catalog show`)[/]")
+        console.print(f"assumed catalog values: {', '.join(assumed)} (see `clustertwin catalog show`)", style="dim")
 
 
 @app.command("bom")
@@ -160,4 +160,4 @@ def bom_cmd(
     for name, v in d["published"].items():
         console.print(f"  {name}: computed {v['computed']:,.4g} vs published {v['published']:,.4g} ({v['source']})")
     for note in d["notes"]:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"note: {note}", style="dim")

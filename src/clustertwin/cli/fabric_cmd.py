@@ -68,7 +68,7 @@ def _run_summary(run, size_bytes: float | None, op: str | None, n_ranks: int | N
 
 
 def _print_run(d: dict, title: str) -> None:
-    console.print(f"[bold]{title}[/]")
+    console.print(title, style="bold")
     console.print(f"completion time  {format_seconds(d['time_s'])}   ideal (NIC line rate, no contention) "
                   f"{format_seconds(d['ideal_time_s'])}   efficiency {d['efficiency']:.1%}")
     if "nic_gbs" in d:

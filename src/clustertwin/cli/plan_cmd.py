@@ -22,7 +22,7 @@ from rich.table import Table
 
 from ..errors import InputError, UnknownNameError
 from ..userfiles import write_atomic
-from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json
+from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json, styled
 
 DEFAULT_DB = "clustertwin-results.db"
 
@@ -218,7 +218,7 @@ def stacks_cmd(json_: JsonOpt = False) -> None:
                   s.cp_comm if s.context_parallel else "no")
     console.print(t)
     for s in STACKS.values():
-        console.print(f"[bold]{s.id}[/bold]: {s.description}. Source: {s.source}")
+        console.print(styled(s.id, "bold", f": {s.description}. Source: {s.source}"))
 
 
 @app.command("sweep")

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
+from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json, styled
 
 DefaultsOpt = Annotated[
     list[Path] | None,
@@ -106,7 +106,7 @@ def performance(cat, system_id: str, gpus: int, fabric: str | None, model_id: st
 def _assumption_list(items) -> None:
     items = list(dict.fromkeys(items))
     if items:
-        console.print(f"[bold]Assumptions[/] ({len(items)}; not from a published source — override with --defaults):")
+        console.print(styled("Assumptions", "bold", f" ({len(items)}; not from a published source — override with --defaults):"))
         for a in items:
             console.print(f"  - {a}", highlight=False)
 
@@ -193,8 +193,8 @@ def goodput_cmd(
 
 
 def _render_goodput(o: dict) -> None:
-    console.print(f"[bold]Goodput[/] {o['model'] or ''} on {o['num_accelerators']:g} x {o['system']} ({o['fabric']}), "
-                  f"{o['days']:g} days")
+    console.print(styled("Goodput", "bold", f" {o['model'] or ''} on {o['num_accelerators']:g} x {o['system']} ({o['fabric']}), "
+                         f"{o['days']:g} days"))
     t = Table(title="Unexpected interruptions by component class")
     for c in ("class", "components", "per 1000 unit-days", "per day", f"in {o['days']:g} d", "share", "effect"):
         t.add_column(c)
@@ -398,6 +398,6 @@ def _render_compare(out: dict) -> None:
         if r.get("performance_error"):
             console.print(f"{r['name']}: {r['performance_error']}")
     if out.get("omitted"):
-        console.print(f"[yellow]{out['omitted']}[/]")
+        console.print(str(out["omitted"]), style="yellow")
     console.print("counts: " + "; ".join(f"{r['name']}: {r['counts']['source']}" for r in rows))
     _assumption_list([a for r in rows for a in r.get("assumptions", [])])
