@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -83,9 +84,46 @@ def _num(row: dict[str, str], key: str, default: float = 0.0) -> float:
     if not v:
         return default
     try:
-        return float(v)
+        x = float(v)
     except ValueError:
         raise InputError(f"row {row.get('id', '?')}: column {key!r} is not a number: {v!r}") from None
+    if not math.isfinite(x):
+        raise InputError(f"row {row.get('id', '?')}: column {key!r} is not finite: {v!r}")
+    return x
+
+
+# Input columns that must be > 0 when present (a zero or negative value is a broken row, not a run).
+_POSITIVE_COLUMNS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size",
+                     "vocab_size", "seq_len", "global_batch", "micro_batch", "tp", "pp", "dp", "cp", "ep",
+                     "virtual_pipeline", "num_gpus", "num_nodes", "gpus_per_node", "nics_per_node", "nic_gbps",
+                     "size_bytes")
+_NON_NEGATIVE_COLUMNS = ("num_experts", "moe_topk", "moe_ffn_hidden_size", "num_shared_experts",
+                         "num_dense_layers", "zero_stage")
+
+
+def check_row_inputs(row: dict[str, str]) -> None:
+    """Refuse a row whose numeric inputs are non-finite or out of range (raises ``InputError``)."""
+    for key in _POSITIVE_COLUMNS:
+        if (row.get(key) or "").strip() and _num(row, key) <= 0:
+            raise InputError(f"row {row.get('id', '?')}: column {key!r} must be positive, got {row[key].strip()!r}")
+    for key in _NON_NEGATIVE_COLUMNS:
+        if (row.get(key) or "").strip() and _num(row, key) < 0:
+            raise InputError(f"row {row.get('id', '?')}: column {key!r} must not be negative, got {row[key].strip()!r}")
+
+
+def measured_value(row: dict[str, str], key: str) -> tuple[float | None, str]:
+    """The row's measurement, or ``(None, reason)`` when it is missing, non-positive or non-finite: such a
+    row is a failure with that reason, never part of the MAPE."""
+    v = (row.get(key) or "").strip()
+    if not v:
+        return None, f"no measurement ({key} is empty)"
+    try:
+        x = float(v)
+    except ValueError:
+        return None, f"measurement {key}={v!r} is not a number"
+    if not math.isfinite(x) or x <= 0:
+        return None, f"measurement {key}={v!r} must be a positive finite number"
+    return x, ""
 
 
 def _int(row: dict[str, str], key: str, default: int = 0) -> int:
@@ -270,8 +308,12 @@ def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical")
     out = []
     for row in rows:
         rid = (row.get("id") or "?").strip()
-        measured = _num(row, "measured_step_time_s", 0.0) if (row.get("measured_step_time_s") or "").strip() else None
+        measured, why = measured_value(row, "measured_step_time_s")
+        if measured is None:
+            out.append(RowResult(rid, None, None, None, reason=why))
+            continue
         try:
+            check_row_inputs(row)
             pred = predict_training_row(row, catalog, engine)
         except InputError as exc:
             out.append(RowResult(rid, measured, None, None, reason=exc.message))
@@ -281,9 +323,6 @@ def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical")
             continue
         if not (pred > 0 and pred < float("inf")):
             out.append(RowResult(rid, measured, None, None, reason="model produced no finite step time"))
-            continue
-        if not measured:
-            out.append(RowResult(rid, measured, pred, None, reason="no measured step time"))
             continue
         out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, stack=stack_for_row(row).id))
     return ValidationReport("training", out)
@@ -299,18 +338,22 @@ def _validate_collectives(rows: list[dict[str, str]], catalog) -> ValidationRepo
     out = []
     for row in rows:
         rid = (row.get("id") or "?").strip()
-        measured = _num(row, "measured_busbw_GBps", 0.0) or None
+        measured, why = measured_value(row, "measured_busbw_GBps")
+        if measured is None:
+            out.append(RowResult(rid, None, None, None, reason=why, unit="GB/s"))
+            continue
         if fn is None:
             out.append(RowResult(rid, measured, None, None, unit="GB/s",
                                  reason="collective model not available (clustertwin.collectives.predict_busbw_row missing)"))
             continue
         try:
+            check_row_inputs(row)
             pred = float(fn(dict(row), catalog))
         except InputError as exc:
             out.append(RowResult(rid, measured, None, None, reason=exc.message, unit="GB/s"))
             continue
-        if not measured:
-            out.append(RowResult(rid, measured, pred, None, reason="no measured busbw", unit="GB/s"))
+        if not (0 < pred < float("inf")):
+            out.append(RowResult(rid, measured, None, None, reason="model produced no finite bandwidth", unit="GB/s"))
             continue
         out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit="GB/s"))
     return ValidationReport("collectives", out)
