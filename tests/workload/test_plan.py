@@ -60,3 +60,24 @@ def test_zoo_ids_present():
     for mid in ("gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "deepseek-v3", "mixtral-8x7b",
                 "llama2-7b", "llama2-13b", "llama2-70b", "qwen3-30b-a3b", "megatron-1t", "megatron-1.7b"):
         assert get_model(mid).source
+
+
+def test_embedding_and_loss_count_as_layer_slots():
+    """Megatron's split may count embedding and loss as one slot each: pp*vpp up to L + 2 when it divides it
+    (Qwen3-235B, 94 layers on pp 32 x vpp 3 = 96 chunks of one slot; NVIDIA's 405B pp 16 x vpp 8)."""
+    import numpy as np
+
+    from clustertwin.catalog import load_catalog
+    from clustertwin.sim.analytical import estimate_batch
+
+    m = ModelSpec(id="l94", num_layers=94, hidden_size=1024, num_attention_heads=8, vocab_size=1000)
+    check_plan(m, make_plan(gpus=96, pp=32, vpp=3, global_batch=96))
+    with pytest.raises(InputError, match="layer slots"):  # 95 chunks: neither L nor L + 2 divide
+        check_plan(m, make_plan(gpus=95, pp=19, vpp=5, global_batch=95))
+    with pytest.raises(InputError, match="more than"):  # 98 > 94 + 2
+        check_plan(m, make_plan(gpus=98, pp=49, vpp=2, global_batch=98, uneven_pipeline=True))
+    cat = load_catalog()
+    out = estimate_batch(m, cat.system("hgx-h100"), cat.fabric("ib-ndr-400g"),
+                         {"pp": np.array([32, 19]), "vpp": np.array([3, 5]), "dp": 1, "micro_batch": 1},
+                         global_batch=96, seq_len=2048)
+    assert out["valid"].tolist() == [True, False]

@@ -179,8 +179,9 @@ def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.
     if not model.is_mla:
         ok &= (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0)
     stages = pp * vpp
-    ok &= stages <= model.num_layers
-    ok &= (model.num_layers % stages == 0) | ((model.num_layers + 2) % stages == 0) | a["uneven"]
+    slot_split = ((model.num_layers + 2) % stages == 0) & (pp > 1)  # embedding + loss as layer slots
+    ok &= (stages <= model.num_layers) | slot_split
+    ok &= (model.num_layers % stages == 0) | slot_split | a["uneven"]
     ok &= (vpp == 1) | (pp >= 2)
     ok &= seq_len % cp == 0
     if model.is_moe:

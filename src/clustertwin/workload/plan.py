@@ -190,9 +190,15 @@ def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
     if model.ffn_hidden_size % p.tp:
         out.append(f"FFN width ({model.ffn_hidden_size}) is not divisible by tp ({p.tp})")
     stages = p.pp * p.vpp
-    if stages > model.num_layers:
-        out.append(f"pp*vpp = {p.pp}*{p.vpp} = {stages} is more than the {model.num_layers} layers")
-    elif model.num_layers % stages and (model.num_layers + 2) % stages and not p.uneven_pipeline:
+    L = model.num_layers
+    # Megatron's pipeline split may count the embedding and the loss as one layer slot each
+    # (account_for_embedding/loss_in_pipeline_split, custom layouts): with pp > 1, pp*vpp may then be
+    # up to L + 2 when it divides L + 2 (NVIDIA's 405B recipes: 126 + 2 = 16 x 8 chunks of one slot).
+    slot_split = p.pp > 1 and (L + 2) % stages == 0
+    if stages > L and not slot_split:
+        out.append(f"pp*vpp = {p.pp}*{p.vpp} = {stages} is more than the {L} layers"
+                   + (f" (or the {L + 2} layer slots with embedding and loss)" if p.pp > 1 else ""))
+    elif L % stages and not slot_split and not p.uneven_pipeline:
         out.append(
             f"layers ({model.num_layers}) are not divisible by pp*vpp = {p.pp}*{p.vpp} = {stages}"
             " (nor layers+2, with embedding and loss counted as stages)"
