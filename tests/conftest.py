@@ -19,3 +19,9 @@ def catalog():
 def validation_dir() -> Path:
     """The vendored public validation set (src/clustertwin/data/validation, see PROVENANCE.md)."""
     return VALIDATION
+
+
+@pytest.fixture(autouse=True)
+def _results_db_in_tmp(tmp_path, monkeypatch):
+    """Commands that store results default to the per-user database: keep every test's in its tmp dir."""
+    monkeypatch.setenv("CLUSTERTWIN_RESULTS_DB", str(tmp_path / "clustertwin-results.db"))

@@ -14,5 +14,5 @@ def ct(capsys):
 
 @pytest.fixture(autouse=True)
 def _in_tmp_dir(tmp_path, monkeypatch):
-    """`clustertwin plan` stores its plans in ./clustertwin-results.db: keep that out of the checkout."""
+    """Run each planner test in its own folder (nothing may land in the checkout)."""
     monkeypatch.chdir(tmp_path)

@@ -24,7 +24,6 @@ from ..errors import InputError, UnknownNameError
 from ..userfiles import write_atomic
 from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json, styled
 
-DEFAULT_DB = "clustertwin-results.db"
 
 
 def _opt_int(name: str, help_: str):
@@ -57,7 +56,7 @@ def plan_cmd(
     all_variants: Annotated[bool, typer.Option("--all-variants", help="Show every variant, not only the best per layout.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes for the evaluation.")] = 1,
     stack: StackOpt = None,
-    db: Annotated[Path, typer.Option("--db", help="Results database the plans are stored in.")] = Path(DEFAULT_DB),
+    db: Annotated[Path | None, typer.Option("--db", help="Results database the plans are stored in (default: the per-user one, $CLUSTERTWIN_RESULTS_DB or ~/.local/share/clustertwin/results.db).")] = None,
     store: Annotated[bool, typer.Option("--store/--no-store", help="Store the plans in --db (default on).")] = True,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -97,8 +96,10 @@ def plan_cmd(
         from ..planner.record import store_plan
         from ..planner.store import ResultsStore
 
+        rs = ResultsStore(db)
+        db = rs.path
         try:
-            stored = {"db": str(db), "id": store_plan(req, report, ResultsStore(db), cat)}
+            stored = {"db": str(db), "id": store_plan(req, report, rs, cat)}
         except InputError as exc:  # the plans are still printed: a read-only folder must not lose them
             console_err.print(f"warning: plans not stored: {exc.message} (pass --db PATH or --no-store)")
     if json_:
@@ -226,7 +227,7 @@ def sweep_cmd(
     sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML (see scenarios/sweeps/).")],
     executor: Annotated[str, typer.Option("--executor", help="local | ray")] = "local",
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")] = None,
-    db: Annotated[Path, typer.Option("--db", help="SQLite results database (resumes a sweep found in it).")] = Path(DEFAULT_DB),
+    db: Annotated[Path | None, typer.Option("--db", help="SQLite results database (resumes a sweep found in it; default: the per-user one).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Local processes / Ray CPUs (default: all cores).")] = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -240,6 +241,7 @@ def sweep_cmd(
     sw = build_sweep(load_sweep_file(sweep_file), cat, label=str(sweep_file), catalog_paths=[str(p) for p in catalog or ()])
     ex = make_executor(executor, address=address, workers=workers)
     store = ResultsStore(db)
+    db = store.path
     with _Bar(f"sweep {sw.name} [{ex.name}]") as bar:
         out = run_sweep(sw, store, ex, progress=bar, cost_fn=design_cost_power)
     rows = best_per_design(out.rows)
@@ -283,26 +285,24 @@ def _render_rows(rows: list[dict[str, Any]], title: str) -> None:
 
 results_app = typer.Typer(help="Query stored sweep and plan results.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
-DbOpt = Annotated[Path, typer.Option("--db", help="SQLite results database.")]
+DbOpt = Annotated[Path | None, typer.Option("--db", help="SQLite results database (default: the per-user one).")]
 
 
-def _store(db: Path):
+def _store(db: Path | None):
     from ..planner.store import ResultsStore
 
-    if not db.exists():
-        raise InputError(f"results database {str(db)!r} does not exist",
-                         hint="run `clustertwin plan` or `clustertwin sweep FILE --db PATH` first, or pass the right --db")
-    return ResultsStore(db)
+    return ResultsStore(db)  # read commands open it read-only and say so if it does not exist
 
 
 @results_app.command("list")
-def results_list(db: DbOpt = Path(DEFAULT_DB), json_: JsonOpt = False) -> None:
+def results_list(db: DbOpt = None, json_: JsonOpt = False) -> None:
     """List the sweeps in a results database."""
-    sweeps = _store(db).sweeps()
+    store = _store(db)
+    sweeps = store.sweeps()
     if json_:
         emit_json({"sweeps": sweeps})
         return
-    t = Table(title=f"sweeps and plans in {db}")
+    t = Table(title=f"sweeps and plans in {store.path}")
     for c in ("id", "name", "jobs", "chunks done", "rows", "created", "finished", "catalog", "tool"):
         t.add_column(c, no_wrap=c in ("id", "name"))
     for s in sweeps:
@@ -314,7 +314,7 @@ def results_list(db: DbOpt = Path(DEFAULT_DB), json_: JsonOpt = False) -> None:
 @results_app.command("show")
 def results_show(
     sweep_id: Annotated[str, typer.Argument(help="Sweep id (or a unique prefix, or the sweep's name).")],
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Show a sweep's best plan per design and its Pareto front."""
@@ -347,7 +347,7 @@ def results_export(
     sweep_id: Annotated[str, typer.Argument(help="Sweep id (or a unique prefix, or the sweep's name).")],
     format: Annotated[str, typer.Option("--format", help="csv | json | parquet")] = "csv",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout; parquet needs a file).")] = None,
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = None,
 ) -> None:
     """Export a sweep's rows as CSV, JSON or Parquet (Parquet needs pyarrow)."""
 

@@ -11,11 +11,27 @@ Every chunk is written in **one transaction** (its result rows and its ``chunks`
 sweep killed at any moment leaves either the whole chunk or nothing of it; a restarted sweep skips
 the chunks whose id is already in ``chunks`` and never duplicates a row (``UNIQUE(sweep_id,
 job_index)``).
+
+Safety of the file (nothing a user saved is touched by mistake):
+
+* Our files are marked: SQLite ``application_id`` = ``APPLICATION_ID`` and ``user_version`` = the schema
+  version. A database with another application id, or with tables that are not ours, is refused without
+  being changed (no tables added, no journal-mode switch). A newer schema is refused with an upgrade hint.
+  Files from before the marking (a ``meta`` table with ``schema_version``) are still read, and marked on
+  the next write.
+* Read commands open the file read-only (``mode=ro``; ``immutable`` for a read-only WAL file), so
+  listing or exporting never changes it and works on read-only files.
+* A damaged file is reported as damaged with a recovery hint; a full disk as a full disk.
+
+Where results go by default: ``default_db_path()`` — ``$CLUSTERTWIN_RESULTS_DB`` if set, else
+``$XDG_DATA_HOME/clustertwin/results.db`` (``~/.local/share/clustertwin/results.db``); commands print
+the path they stored to.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -25,6 +41,18 @@ from typing import Any
 from ..errors import InputError
 
 SCHEMA_VERSION = 1
+APPLICATION_ID = 0x43547731  # "CTw1": marks a ClusterTwin results database (PRAGMA application_id)
+_OUR_TABLES = {"meta", "sweeps", "chunks", "results"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def default_db_path() -> Path:
+    """The per-user results database (documented in docs/planner.md); ``CLUSTERTWIN_RESULTS_DB`` wins."""
+    env = os.environ.get("CLUSTERTWIN_RESULTS_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "clustertwin" / "results.db"
 
 RESULT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("job_index", "INTEGER NOT NULL"),
@@ -70,34 +98,114 @@ def _now() -> str:
 
 
 class ResultsStore:
-    """A results database. Opening it creates the file and tables if needed (no other I/O)."""
+    """A results database. Construction does no I/O; writes create the file and tables when needed."""
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path is not None else default_db_path()
+
+    def _refuse(self, what: str, hint: str) -> InputError:
+        return InputError(f"{str(self.path)!r} {what}", hint=hint)
+
+    def _check_header(self) -> None:
+        """Refuse a file that is not an SQLite database before SQLite touches it."""
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(16)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._refuse(f"cannot be read ({exc.strerror})", "check the path and its permissions") from None
+        if head and head != _SQLITE_MAGIC:
+            raise self._refuse("is not a ClusterTwin results database (not an SQLite file); it was not changed",
+                               "pass another --db path")
+
+    def _check_ours(self, con: sqlite3.Connection, *, writing: bool) -> None:
+        app_id = con.execute("PRAGMA application_id").fetchone()[0]
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if app_id not in (0, APPLICATION_ID):
+            raise self._refuse(f"belongs to another application (application_id {app_id:#x}); it was not changed",
+                               "pass another --db path")
+        if app_id == 0 and tables and not (tables <= _OUR_TABLES and "meta" in tables):
+            raise self._refuse("is an SQLite database of another program (tables: "
+                               f"{', '.join(sorted(tables)[:6])}); it was not changed", "pass another --db path")
+        if app_id == 0 and tables:  # unmarked file from before the marking: read its meta version
+            row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row and str(row[0]).isdigit() else 0
+        if version > SCHEMA_VERSION:
+            raise self._refuse(f"was written by a newer ClusterTwin (schema {version}, this one reads up to "
+                               f"{SCHEMA_VERSION}); it was not changed", "upgrade clustertwin to read it")
+        if not tables and not writing:
+            raise self._refuse("holds no ClusterTwin results (an empty database)",
+                               "run `clustertwin plan` or `clustertwin sweep FILE --db PATH` first")
+
+    def _damaged(self, exc: sqlite3.Error) -> InputError:
+        text = str(exc)
+        if "disk is full" in text or "database or disk is full" in text:
+            return InputError(f"disk full while writing {str(self.path)!r}",
+                              hint="free space on that disk (or pass --db on another disk) and rerun; "
+                                   "finished chunks are kept and a rerun resumes")
+        if "readonly" in text or "read-only" in text:
+            return InputError(f"{str(self.path)!r} is read-only", hint="pass a writable --db path")
+        return InputError(f"{str(self.path)!r} is damaged ({text})",
+                          hint="recover it with `sqlite3 DB '.recover' | sqlite3 NEW.db`, or pass another --db")
 
     # connection per operation: safe across fork, cheap for SQLite
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, write: bool = True) -> sqlite3.Connection:
+        if not write:
+            return self._connect_read()
+        parent = self.path.parent
+        if str(parent) and not parent.exists():
+            if self.path == default_db_path():
+                parent.mkdir(parents=True, exist_ok=True)
+            else:
+                raise InputError(f"results database folder {str(parent)!r} does not exist",
+                                 hint="create the folder or pass another --db path")
+        self._check_header()
         try:
-            if self.path.parent and not self.path.parent.exists():
-                raise InputError(
-                    f"results database folder {str(self.path.parent)!r} does not exist",
-                    hint="create the folder or pass another --db path",
-                )
             con = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None)
         except sqlite3.Error as exc:
             raise InputError(f"cannot open results database {str(self.path)!r}: {exc}") from None
         con.row_factory = sqlite3.Row
         try:
+            self._check_ours(con, writing=True)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
             self._create(con)
+            con.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except InputError:
+            con.close()
+            raise
         except sqlite3.DatabaseError as exc:
             con.close()
-            raise InputError(
-                f"{str(self.path)!r} is not a ClusterTwin results database ({exc})",
-                hint="pass another --db path",
-            ) from None
+            raise self._damaged(exc) from None
         return con
+
+    def _connect_read(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            raise InputError(f"results database {str(self.path)!r} does not exist",
+                             hint="run `clustertwin plan` or `clustertwin sweep FILE --db PATH` first, or pass the right --db")
+        self._check_header()
+        uri = self.path.resolve().as_uri()
+        last: sqlite3.Error | None = None
+        for mode in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                con = sqlite3.connect(uri + mode, uri=True, timeout=30.0, isolation_level=None)
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
+                con.row_factory = sqlite3.Row
+                self._check_ours(con, writing=False)
+                return con
+            except InputError:
+                con.close()
+                raise
+            except sqlite3.Error as exc:  # e.g. a read-only WAL file without its -shm: retry immutable
+                con.close()
+                last = exc
+        raise self._damaged(last) from None  # type: ignore[arg-type]
 
     @staticmethod
     def _create(con: sqlite3.Connection) -> None:
@@ -160,8 +268,11 @@ class ResultsStore:
                     (sweep_id, chunk_id, chunk_index, len(rows), _now(), elapsed_s),
                 )
                 con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
+            except BaseException as exc:
+                if con.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
+                    con.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.DatabaseError) and _is_file_trouble(exc):
+                    raise self._damaged(exc) from None
                 raise
             return True
         finally:
@@ -183,7 +294,7 @@ class ResultsStore:
             con.close()
 
     def sweeps(self) -> list[dict[str, Any]]:
-        con = self._connect()
+        con = self._connect(write=False)
         try:
             rows = con.execute(
                 "SELECT s.id, s.name, s.catalog_version, s.tool_version, s.num_jobs, s.num_chunks, s.created_at, "
@@ -196,7 +307,7 @@ class ResultsStore:
 
     def sweep(self, sweep_id: str) -> dict[str, Any]:
         """One sweep's metadata; accepts a unique id prefix or the sweep's name."""
-        con = self._connect()
+        con = self._connect(write=False)
         try:
             rows = con.execute(
                 "SELECT * FROM sweeps WHERE id LIKE ? OR name = ? ORDER BY created_at DESC",
@@ -218,7 +329,7 @@ class ResultsStore:
         return d
 
     def results(self, sweep_id: str) -> list[dict[str, Any]]:
-        con = self._connect()
+        con = self._connect(write=False)
         try:
             rows = con.execute(
                 f"SELECT {', '.join(RESULT_FIELDS)} FROM results WHERE sweep_id=? ORDER BY job_index", (sweep_id,)
@@ -232,6 +343,12 @@ class ResultsStore:
             d["feasible"] = bool(d["feasible"])
             out.append(d)
         return out
+
+
+def _is_file_trouble(exc: sqlite3.Error) -> bool:
+    """A full disk, a read-only or a damaged file (the user's to fix), not a constraint or our SQL."""
+    text = str(exc).lower()
+    return any(w in text for w in ("disk is full", "readonly", "read-only", "malformed", "not a database", "disk i/o"))
 
 
 def _cell(v: Any) -> Any:
