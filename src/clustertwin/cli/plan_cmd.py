@@ -25,7 +25,6 @@ from ..userfiles import write_atomic
 from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json, styled
 
 
-
 def _opt_int(name: str, help_: str):
     return Annotated[int | None, typer.Option(name, help=help_)]
 
