@@ -192,10 +192,32 @@ def validate(path: str | Path, *, engine: str = "analytical", catalog=None, cata
     return validate_file(path, catalog=_catalog(catalog, catalog_paths), engine=engine)
 
 
+def validate_by(path: str | Path, columns: list[str], *, report=None, engine: str = "analytical", catalog=None,
+                catalog_paths=()) -> list[dict]:
+    """Per-category table (MAPE, bias, worst row per value of each column) of a validation CSV."""
+    from .validate import by_table, read_rows
+
+    rep = report or validate(path, engine=engine, catalog=catalog, catalog_paths=catalog_paths)
+    return by_table(rep, read_rows(path), columns)
+
+
+def cross_validate(path: str | Path, column: str = "source", *, catalog=None, catalog_paths=()):
+    """Leave-one-``column``-out cross-validation of the fitted constants on a training CSV (``CVReport``)."""
+    from .calibration import cross_validate as cv
+    from .validate import read_rows
+
+    rows = read_rows(path)
+    if rows and "measured_step_time_s" not in rows[0]:
+        raise InputError(f"{path}: --cv needs a training-format file (measured_step_time_s)",
+                         hint="cross-validation refits the step-time constants")
+    return cv(rows, column, catalog=_catalog(catalog, catalog_paths))
+
+
 def list_models() -> list[str]:
     from .workload.model import builtin_models
 
     return sorted(builtin_models())
 
 
-__all__ = ["ENGINES", "Scenario", "build_scenario", "estimate", "list_models", "load_scenario", "simulate", "validate"]
+__all__ = ["ENGINES", "Scenario", "build_scenario", "cross_validate", "estimate", "list_models", "load_scenario", "simulate",
+           "validate", "validate_by"]

@@ -19,15 +19,7 @@ from typing import Any
 from .errors import InputError
 from .workload.model import ModelSpec
 from .workload.plan import ParallelPlan, check_plan, make_plan
-from .workload.stacks import SoftwareStack, get_stack
-
-# Which software stack (clustertwin.workload.stacks) a published run used, from its arXiv id:
-# FlashAttention (arXiv 2205.14135) and Transformer-Engine communication overlap postdate the runs
-# published before 2206, which used Megatron-LM's unfused attention path and no comm overlap; sequence
-# parallelism and selective recompute arrived with Korthikanti et al. (2205.05198). Runs without an
-# arXiv id are NVIDIA's current Megatron-Core / Megatron-Bridge recipes.
-_FLASH_FIRST_ARXIV = 2206
-_SEQUENCE_PARALLEL_ARXIV = 2205
+from .workload.stacks import FrameworkStack, SoftwareStack, stack_for_framework
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +31,7 @@ class RowResult:
     reason: str = ""
     unit: str = "s"
     stack: str = ""  # software stack preset the row was modelled with (training rows)
+    note: str = ""  # how the row was modelled where that is an assumption (unknown framework, uncalibrated chip)
 
     def to_dict(self) -> dict[str, Any]:
         d = {"id": self.id, "measured": self.measured, "predicted": self.predicted, "error_pct": self.error_pct}
@@ -46,6 +39,8 @@ class RowResult:
             d["reason"] = self.reason
         if self.stack:
             d["stack"] = self.stack
+        if self.note:
+            d["note"] = self.note
         return d
 
 
@@ -130,13 +125,27 @@ def _int(row: dict[str, str], key: str, default: int = 0) -> int:
     return int(round(_num(row, key, default)))
 
 
+# Documented structured fields inside `notes` (validation README): `arch: ...` shape details (head_dim,
+# MLA ranks, MTP depth) and `etp=N`. Nothing else in notes is read.
+_ARCH_KEYS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def structured_notes(notes: str) -> str:
+    """The documented structured parts of a row's notes: every ``arch:`` segment (up to the next `` | ``)
+    and every ``etp=N``; the free text around them is never read."""
+    parts = re.findall(r"arch:[^|]*", notes or "")
+    parts += re.findall(r"\betp\s*=\s*\d+", notes or "", re.IGNORECASE)
+    return " | ".join(p.strip() for p in parts)
+
+
 def _arch_notes(notes: str) -> dict[str, int]:
+    text = " ".join(re.findall(r"arch:[^|]*", notes or ""))
     out: dict[str, int] = {}
-    for key in ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-        m = re.search(rf"\b{key}\s*=\s*(\d+)", notes)
+    for key in _ARCH_KEYS:
+        m = re.search(rf"\b{key}\s*=\s*(\d+)", text)
         if m:
             out[key] = int(m.group(1))
-    m = re.search(r"MTP depth\s*=\s*(\d+)", notes, re.IGNORECASE)
+    m = re.search(r"MTP depth\s*=\s*(\d+)", text, re.IGNORECASE)
     if m:
         out["mtp_depth"] = int(m.group(1))
     return out
@@ -154,7 +163,6 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
         num_experts=_int(row, "num_experts"), moe_topk=_int(row, "moe_topk"),
         moe_ffn_hidden_size=_int(row, "moe_ffn_hidden_size"), num_shared_experts=_int(row, "num_shared_experts"),
         num_dense_layers=_int(row, "num_dense_layers"), name=row.get("model") or row["id"],
-        source=row.get("source") or "",
     )
     kw.update(arch)
     if kw.get("kv_lora_rank"):
@@ -162,69 +170,71 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
     return ModelSpec(id=row["id"], **kw)
 
 
+def _sharded(row: dict[str, str]) -> bool:
+    return _int(row, "fsdp") == 1 or _int(row, "zero_stage") >= 3
+
+
+def framework_for_row(row: dict[str, str]) -> FrameworkStack:
+    """The software-stack preset of a run from its ``framework`` / ``framework_version`` columns
+    (workload/data/frameworks.yaml); an unknown framework gets the closest preset and a note."""
+    return stack_for_framework((row.get("framework") or "").strip(), (row.get("framework_version") or "").strip(),
+                               _sharded(row))
+
+
 def stack_for_row(row: dict[str, str]) -> SoftwareStack:
-    """The software stack preset of a published run (see the comment on ``_FLASH_FIRST_ARXIV``)."""
-    text = f"{row.get('source', '')} {row.get('source_locator', '')}"
-    if any(f"arXiv:{a}" in text for a in _FSDP_ARXIV):
-        return get_stack("pytorch-fsdp")
-    ids = [int(a) for a in re.findall(r"arXiv:(\d{4})\.\d{4,5}", text)]
-    if ids and min(ids) < _FLASH_FIRST_ARXIV:
-        return get_stack("megatron-lm-2021" if min(ids) < _SEQUENCE_PARALLEL_ARXIV else "megatron-lm-2022")
-    return get_stack("megatron-core")
+    return framework_for_row(row).stack
 
 
-# When a row says its virtual-pipeline value is a placeholder (interleaved schedule, V not printed), use the
-# layout of NVIDIA's published interleaved recipes for the same model class: 2 layer slots per virtual
-# stage, counting embedding and loss as one slot each (Megatron-Bridge Llama 3.1 405B: pp 8 x vpp 8 and
-# pp 16 x vpp 4 for 126 + 2 slots).
-_LAYERS_PER_VIRTUAL_STAGE = 2
-
-
-def _virtual_stages(row: dict[str, str]) -> int:
-    v = max(1, _int(row, "virtual_pipeline", 1))
+def _virtual_stages(row: dict[str, str], fw: FrameworkStack | None = None) -> int:
+    """Interleaved virtual stages v. A blank ``virtual_pipeline`` means "interleaved, v not published"
+    (validation README): v then follows the framework's own default (frameworks.yaml
+    ``blank_virtual_pipeline``): Megatron recipes put 2 layer slots in a virtual stage, counting embedding
+    and loss as one slot each (Megatron-Bridge Llama 3.1 405B: pp 8 x vpp 8 and pp 16 x vpp 4 for 126 + 2
+    slots), lowered until it divides the slots and the micro-batch count is a multiple of pp; torchtitan
+    builds 2 virtual stages per rank."""
     pp = max(1, _int(row, "pp", 1))
-    text = (row.get("inferred_fields") or "") + " " + (row.get("notes") or "")
-    if v == 1 and pp > 1 and re.search(r"virtual_pipeline\s*=\s*1 is a placeholder", text):
-        slots = _int(row, "num_layers") + 2
-        v = max(1, slots // (pp * _LAYERS_PER_VIRTUAL_STAGE))
-        m = _int(row, "global_batch") // max(1, _int(row, "dp", 1) * _int(row, "micro_batch", 1))
-        while v > 1 and (m % pp or slots % (pp * v)):
-            v -= 1
+    if (row.get("virtual_pipeline") or "").strip():
+        return max(1, _int(row, "virtual_pipeline", 1))
+    if pp == 1:
+        return 1
+    fw = fw or framework_for_row(row)
+    rule, n = fw.blank_vpp_rule
+    slots = _int(row, "num_layers") + 2
+    if rule == "stages_per_rank":
+        v = max(1, n)
+    else:
+        v = max(1, slots // (pp * max(1, n)))
+    m = _int(row, "global_batch") // max(1, _int(row, "dp", 1) * _int(row, "micro_batch", 1))
+    while v > 1 and (m % pp or (slots % (pp * v) and _int(row, "num_layers") % (pp * v))):
+        v -= 1
     return v
 
 
 # Interleaved micro-batch group (Megatron microbatch_group_size_per_vp_stage, default p): no row prints one,
-# so every row keeps the default. The Llama 3 rows run the paper's "modified interleaved schedule": the
-# paper (arXiv:2407.21783 Sec. 3.3.2) says the schedule "allows setting N flexibly" (N consecutive
-# micro-batches per stage) and that "with these optimizations, we could pre-train Llama 3 on sequences of
-# 8K tokens without activation checkpointing" - hence recompute=none - but it prints neither N nor V.
+# so every row keeps the default. The Llama 3 runs (framework meta-internal) use the paper's "modified
+# interleaved schedule": the paper (arXiv:2407.21783 Sec. 3.3.2) says the schedule "allows setting N
+# flexibly" (N consecutive micro-batches per stage) and that "with these optimizations, we could pre-train
+# Llama 3 on sequences of 8K tokens without activation checkpointing", but it prints neither N nor V.
 # Megatron's warm-up formula is only deadlock-free for N >= p, so N = p is the smallest schedule we can
-# model; with the exact per-chunk warm-up count and one layer fewer on the first/last stage (also stated
-# there) those rows fit in 80 GB (docs/modelling.md section 2).
-
-
-# Llama 3 (arXiv:2407.21783 Sec. 3.3.2) trained with PyTorch FSDP: "we use FP32 gradient accumulation
-# during backward computation over multiple micro-batches and also reduce-scatter gradients in FP32 across
-# data parallel workers in FSDP", all-gather-based CP - the pytorch-fsdp stack (stated settings, not fits).
-_FSDP_ARXIV = ("2407.21783",)
+# model (docs/modelling.md section 2).
 
 
 def plan_from_row(row: dict[str, str]) -> ParallelPlan:
-    stack = stack_for_row(row)
+    fw = framework_for_row(row)
+    stack = fw.stack
     zero = _int(row, "zero_stage")
     fsdp = _int(row, "fsdp") == 1
     tp = _int(row, "tp", 1)
-    etp_m = re.search(r"\betp\s*=\s*(\d+)", row.get("notes") or "")
+    etp_m = re.search(r"\betp\s*=\s*(\d+)", structured_notes(row.get("notes") or ""), re.IGNORECASE)
     etp = int(etp_m.group(1)) if etp_m else 1
     return make_plan(
         gpus=_int(row, "num_gpus"), tp=tp, pp=_int(row, "pp", 1), dp=_int(row, "dp", 1), cp=_int(row, "cp", 1),
-        ep=_int(row, "ep", 1), etp=etp, vpp=_virtual_stages(row), micro_batch=_int(row, "micro_batch", 1),
+        ep=_int(row, "ep", 1), etp=etp, vpp=_virtual_stages(row, fw), micro_batch=_int(row, "micro_batch", 1),
         global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len", 2048),
         sequence_parallel=_int(row, "sequence_parallel") == 1 and tp > 1, zero=zero if zero else (3 if fsdp else 0),
         fsdp=fsdp and zero >= 3,
         recompute=(row.get("recompute") or "none").strip(), dtype=(row.get("precision") or "bf16").strip(),
         stack=stack.id, uneven_pipeline=True,
-        cp_comm="allgather" if re.search(r"CP uses all-gather", row.get("notes") or "", re.IGNORECASE) else None,
     )
 
 
@@ -244,21 +254,52 @@ def hardware_from_row(row: dict[str, str], catalog):
     return system, fabric
 
 
-def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical") -> float:
-    model = model_from_row(row)
-    plan = plan_from_row(row)
-    check_plan(model, plan)
+def _row_hardware(row: dict[str, str], catalog):
     system, fabric = hardware_from_row(row, catalog)
     acc = (row.get("gpu") or "").strip()
     if acc and acc != system.accelerator.id:
         system = replace(system, accelerator=catalog.accelerator(acc))
+    return system, fabric
+
+
+def uncalibrated_note(acc_id: str) -> str:
+    """"uncalibrated efficiency (assumed)" for a chip whose step efficiencies were never fitted to
+    measurements (not listed in workload/data/efficiency.yaml ``chips``), else ""."""
+    from .sim.costs import _efficiency_table
+
+    if acc_id in (_efficiency_table().get("chips") or {}):
+        return ""
+    return (f"uncalibrated efficiency (assumed): {acc_id} has no fitted step efficiencies; "
+            "the defaults of workload/data/efficiency.yaml are used")
+
+
+def row_notes(row: dict[str, str], catalog) -> str:
+    """What the model assumed for this row beyond its columns (unknown framework, uncalibrated chip)."""
+    notes = [framework_for_row(row).note]
+    try:
+        system, _ = _row_hardware(row, catalog)
+        notes.append(uncalibrated_note(system.accelerator.id))
+    except InputError:
+        pass
+    return "; ".join(n for n in notes if n)
+
+
+def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical") -> float:
+    return _estimate_row(row, catalog, engine).step_time_s
+
+
+def _estimate_row(row: dict[str, str], catalog, engine: str = "analytical"):
+    model = model_from_row(row)
+    plan = plan_from_row(row)
+    check_plan(model, plan)
+    system, fabric = _row_hardware(row, catalog)
     if engine == "analytical":
         from .sim.analytical import estimate
 
-        return estimate(model, system, fabric, plan, catalog=catalog, check=False).step_time_s
+        return estimate(model, system, fabric, plan, catalog=catalog, check=False)
     from .api import _event_engine
 
-    return _event_engine().estimate(model, system, fabric, plan, catalog=catalog).step_time_s
+    return _event_engine().estimate(model, system, fabric, plan, catalog=catalog)
 
 
 PACKAGED_SETS = ("training", "collectives", "serving", "memory")
@@ -294,41 +335,70 @@ def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical") -> ValidationReport:
+    """Predict every row of a validation CSV; the format is recognised by its target column
+    (``VALIDATORS``: first match in order)."""
     from .catalog import load_catalog
 
     catalog = catalog or load_catalog()
     header, rows = _read_csv(path)
-    if "measured_busbw_GBps" in header:
-        return _validate_collectives(rows, catalog)
-    if "measured_step_time_s" not in header:
-        raise InputError(
-            f"{path}: unknown validation format (no measured_step_time_s or measured_busbw_GBps column)",
-            hint="use the format of shared/validation/README.md",
-        )
+    for column, fn in VALIDATORS:
+        if column in header:
+            return fn(rows, catalog, engine)
+    raise InputError(
+        f"{path}: unknown validation format (none of the target columns {', '.join(c for c, _ in VALIDATORS)})",
+        hint="use the format of shared/validation/README.md",
+    )
+
+
+def validate_rows(rows: list[dict[str, str]], *, catalog=None, engine: str = "analytical") -> ValidationReport:
+    """Like ``validate_file`` for rows already read (dicts of the CSV columns); training format."""
+    from .catalog import load_catalog
+
+    return _validate_training(rows, catalog or load_catalog(), engine)
+
+
+def _validate_predicted(rows, catalog, engine, *, target: str, kind: str, unit: str, predict) -> ValidationReport:
     out = []
     for row in rows:
         rid = (row.get("id") or "?").strip()
-        measured, why = measured_value(row, "measured_step_time_s")
+        measured, why = measured_value(row, target)
         if measured is None:
-            out.append(RowResult(rid, None, None, None, reason=why))
+            out.append(RowResult(rid, None, None, None, reason=why, unit=unit))
             continue
         try:
             check_row_inputs(row)
-            pred = predict_training_row(row, catalog, engine)
+            pred = predict(row)
         except InputError as exc:
-            out.append(RowResult(rid, measured, None, None, reason=exc.message))
+            out.append(RowResult(rid, measured, None, None, reason=exc.message, unit=unit))
             continue
         except (ArithmeticError, ValueError, KeyError, TypeError) as exc:  # never lose the other rows
-            out.append(RowResult(rid, measured, None, None, reason=f"cannot model this row: {type(exc).__name__}: {exc}"))
+            out.append(RowResult(rid, measured, None, None, unit=unit,
+                                 reason=f"cannot model this row: {type(exc).__name__}: {exc}"))
             continue
         if not (pred > 0 and pred < float("inf")):
-            out.append(RowResult(rid, measured, None, None, reason="model produced no finite step time"))
+            out.append(RowResult(rid, measured, None, None, reason=f"model produced no finite {kind} value", unit=unit))
             continue
-        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, stack=stack_for_row(row).id))
-    return ValidationReport("training", out)
+        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit=unit,
+                             stack=stack_for_row(row).id, note=row_notes(row, catalog)))
+    return ValidationReport(kind, out)
 
 
-def _validate_collectives(rows: list[dict[str, str]], catalog) -> ValidationReport:
+def _validate_training(rows, catalog, engine="analytical") -> ValidationReport:
+    return _validate_predicted(rows, catalog, engine, target="measured_step_time_s", kind="training", unit="s",
+                               predict=lambda row: predict_training_row(row, catalog, engine))
+
+
+def predict_memory_row(row: dict[str, str], catalog, engine: str = "analytical") -> float:
+    """Predicted peak memory per GPU of a run, in GB (1e9 B), as the allocator reserves it."""
+    return _estimate_row(row, catalog, "analytical").memory_gb_per_gpu
+
+
+def _validate_memory(rows, catalog, engine="analytical") -> ValidationReport:
+    return _validate_predicted(rows, catalog, engine, target="measured_memory_gb_per_gpu", kind="memory", unit="GB",
+                               predict=lambda row: predict_memory_row(row, catalog, engine))
+
+
+def _validate_collectives(rows: list[dict[str, str]], catalog, engine: str = "analytical") -> ValidationReport:
     fn = None
     try:
         mod = importlib.import_module("clustertwin.collectives")
@@ -357,3 +427,71 @@ def _validate_collectives(rows: list[dict[str, str]], catalog) -> ValidationRepo
             continue
         out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit="GB/s"))
     return ValidationReport("collectives", out)
+
+
+# Validation formats by target column, tried in order (a file with several target columns is read as the
+# first). Other modules may append (column, fn(rows, catalog, engine) -> ValidationReport).
+VALIDATORS: list[tuple[str, Any]] = [
+    ("measured_busbw_GBps", _validate_collectives),
+    ("measured_step_time_s", _validate_training),
+    ("measured_memory_gb_per_gpu", _validate_memory),
+]
+
+
+# ---------------------------------------------------------------------------------------------------
+# per-category table (--by)
+# ---------------------------------------------------------------------------------------------------
+# Derived category columns: `moe` (moe / dense, from num_experts), `sharding` (fsdp / zero3 / none, from the
+# fsdp and zero_stage columns), `family` (megatron = any megatron-* framework, fsdp = a sharded run of
+# another framework, else the framework).
+DERIVED_COLUMNS = ("moe", "sharding", "family")
+
+
+def category_value(row: dict[str, str], column: str) -> str:
+    if column == "moe":
+        return "moe" if _int(row, "num_experts") > 0 else "dense"
+    if column == "sharding":
+        if _int(row, "fsdp") == 1:
+            return "fsdp"
+        return "zero3" if _int(row, "zero_stage") >= 3 else "none"
+    if column == "family":
+        fw = (row.get("framework") or "").strip().lower()
+        if fw.startswith("megatron"):
+            return "megatron"
+        return "fsdp" if _sharded(row) else (fw or "?")
+    return (row.get(column) or "").strip() or "?"
+
+
+def by_table(report: ValidationReport, rows: list[dict[str, str]], columns: list[str]) -> list[dict[str, Any]]:
+    """MAPE, bias and worst row per value of each column (separately per column, then an "all" row)."""
+    if rows:
+        missing = [c for c in columns if c not in rows[0] and c not in DERIVED_COLUMNS]
+        if missing:
+            raise InputError(f"--by: the file has no column {missing[0]!r}",
+                             hint="use columns of the file or " + ", ".join(DERIVED_COLUMNS))
+    by_id = {(r.get("id") or "?").strip(): r for r in rows}
+    out: list[dict[str, Any]] = []
+
+    def stats(col: str, val: str, res: list[RowResult]) -> dict[str, Any]:
+        ok = [r for r in res if r.error_pct is not None]
+        errs = [r.error_pct for r in ok]
+        worst = max(ok, key=lambda r: abs(r.error_pct), default=None)
+        return {"column": col, "value": val, "n": len(res), "modelled": len(ok),
+                "mape_pct": sum(abs(e) for e in errs) / len(errs) if errs else None,
+                "bias_pct": sum(errs) / len(errs) if errs else None,
+                "max_abs_error_pct": abs(worst.error_pct) if worst else None, "worst": worst.id if worst else None}
+
+    for col in columns:
+        groups: dict[str, list[RowResult]] = {}
+        for r in report.rows:
+            src = by_id.get(r.id)
+            groups.setdefault(category_value(src, col) if src else "?", []).append(r)
+        for val in sorted(groups):
+            out.append(stats(col, val, groups[val]))
+    out.append(stats("all", "all", report.rows))
+    return out
+
+
+def read_rows(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a validation CSV (path or packaged set name)."""
+    return _read_csv(path)[1]

@@ -191,17 +191,32 @@ def estimate_cmd(
 
 @app.command("validate")
 def validate_cmd(
-    file: Annotated[Path, typer.Argument(help="Validation CSV (training.csv or collectives.csv format).")],
+    file: Annotated[Path, typer.Argument(help="Validation CSV (training, memory or collectives format), or a packaged "
+                                              "set name: training, memory, collectives.")],
     engine: EngineOpt = "analytical",
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
+    by: Annotated[str | None, typer.Option("--by", help="Per-category table: comma-separated columns of the file "
+                                                       "and/or moe, sharding, family (e.g. framework,gpu,moe).")] = None,
+    cv: Annotated[str | None, typer.Option("--cv", help="Leave-one-group-out cross-validation: refit every fitted "
+                                                       "constant without each value of this column (e.g. source) "
+                                                       "and predict the held-out rows.")] = None,
 ) -> None:
-    """Predict every row of a published-measurement CSV: error per row and MAPE."""
+    """Predict every row of a published-measurement CSV: error per row and MAPE (and per category / CV)."""
     from .. import api
 
-    rep = api.validate(file, engine=engine, catalog=catalog_from(catalog))
+    cat = catalog_from(catalog)
+    rep = api.validate(file, engine=engine, catalog=cat)
+    cols = [c.strip() for c in by.split(",") if c.strip()] if by else []
+    table = api.validate_by(file, cols, report=rep) if cols else None
+    cvr = api.cross_validate(file, cv, catalog=cat) if cv else None
     if json_:
-        emit_json(rep.to_dict())
+        d = rep.to_dict()
+        if table is not None:
+            d["by"] = table
+        if cvr is not None:
+            d["cv"] = cvr.to_dict()
+        emit_json(d)
         return
     unit = rep.rows[0].unit if rep.rows else ""
     t = Table(title=f"{file.name}: {rep.kind}")
@@ -214,7 +229,7 @@ def validate_cmd(
         if row.error_pct is None:
             t.add_row(row.id, f"{row.measured:.4g}" if row.measured else "-", "-", "-", f"not modelled: {row.reason}")
         else:
-            t.add_row(row.id, f"{row.measured:.4g}", f"{row.predicted:.4g}", f"{row.error_pct:+.1f}", "")
+            t.add_row(row.id, f"{row.measured:.4g}", f"{row.predicted:.4g}", f"{row.error_pct:+.1f}", row.note)
     console.print(t)
     mape = rep.mape_pct
     console.print(
@@ -222,3 +237,33 @@ def validate_cmd(
         f"(max |error| {rep.max_abs_error_pct:.1f}%)" if rep.max_abs_error_pct is not None else "",
         f"; {len(rep.failures)} row(s) not modelled (failures)" if rep.failures else "",
     )
+    if table is not None:
+        bt = Table(title=f"{file.name}: by {', '.join(cols)}")
+        for c, j in (("column", "left"), ("value", "left"), ("n", "right"), ("MAPE %", "right"), ("bias %", "right"),
+                     ("max |err| %", "right"), ("worst row", "left")):
+            bt.add_column(c, justify=j)
+        for g in table:
+            def f(x):
+                return "-" if x is None else f"{x:.1f}"
+            bt.add_row(g["column"], g["value"], str(g["n"]), f(g["mape_pct"]), f(g["bias_pct"]),
+                       f(g["max_abs_error_pct"]), g["worst"] or "-")
+        console.print(bt)
+    if cvr is not None:
+        ct = Table(title=f"leave-one-{cvr.column}-out cross-validation (constants refit per fold)")
+        for c, j in (("held-out " + cvr.column, "left"), ("n", "right"), ("MAPE %", "right"), ("bias %", "right"),
+                     ("max |err| %", "right")):
+            ct.add_column(c, justify=j)
+        for fo in cvr.folds:
+            ct.add_row(fo["fold"][:70], str(fo["n"]), f"{fo['mape_pct']:.1f}", f"{fo['bias_pct']:+.1f}",
+                       f"{fo['max_abs_error_pct']:.1f}")
+        console.print(ct)
+        kt = Table(title="fitted constants")
+        for c in ("constant", "chips", "value", "unit", "refit on all rows", "fold range", "rows"):
+            kt.add_column(c)
+        for k in cvr.constants:
+            kt.add_row(k["key"], ",".join(k["chips"]), f"{k['value']:g}", k["unit"], f"{k['refit_all_rows']:g}",
+                       f"{k['fold_min']:g}-{k['fold_max']:g}" if k["fold_min"] is not None else "-", str(k["rows"]))
+        console.print(kt)
+        console.print(f"cross-validated MAPE {cvr.mape_pct:.2f}% over {len(cvr.rows)} rows "
+                      f"(in-sample with the shipped constants {cvr.in_sample_mape_pct:.2f}%)"
+                      + (f"; not modelled: {', '.join(cvr.skipped)}" if cvr.skipped else ""))

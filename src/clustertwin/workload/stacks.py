@@ -12,9 +12,10 @@ preset names the document its settings are read from; nothing here is fitted.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from ..errors import UnknownNameError
+from ..errors import InputError, UnknownNameError
 
 # the settings a stack fixes that a ParallelPlan carries and the engines take as keywords
 ENGINE_OPTION_KEYS = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel")
@@ -34,6 +35,13 @@ class SoftwareStack:
     sequence_parallel: bool = True  # Megatron sequence parallelism with TP (Korthikanti et al. 2022)
     context_parallel: bool = True  # the framework can split the sequence across GPUs
     uneven_pipeline: bool = True  # embedding / loss may take a layer slot (first/last stage one layer fewer)
+    # Sharded data parallelism (ZeRO-3 / FSDP) as the framework implements it (docs/modelling.md "Sharded
+    # data parallelism"): which implementation, how many layers' parameter all-gathers are issued ahead of
+    # the compute that needs them, and whether the gathers run on their own stream beside the compute.
+    fsdp_impl: str = "megatron-fsdp"  # megatron-fsdp | fsdp1 | fsdp2 | zero3-2021
+    fsdp_prefetch: int = 1  # layers of parameter all-gather in flight ahead of compute
+    fsdp_overlap: bool = True  # gathers / reduce-scatters overlap compute (separate stream)
+    frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
@@ -42,7 +50,8 @@ class SoftwareStack:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "description": self.description, "source": self.source,
                 **self.engine_options(), "zero_stages": list(self.zero_stages), "recompute": list(self.recompute),
-                "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline}
+                "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline,
+                "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -89,7 +98,53 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
         source="Llama Team, 'The Llama 3 Herd of Models', arXiv:2407.21783 Sec. 3.3.2 (FSDP 'shards optimizer "
                "states and gradients', 'reduce-scatter gradients in FP32', 'all-gather based' CP)",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
-        recompute=("none", "selective", "full"), cp_comm="allgather",
+        recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp1",
+    ),
+    SoftwareStack(
+        id="megatron-bridge",
+        description="Megatron-Bridge (NeMo) performance recipes on Megatron-Core: FlashAttention/cuDNN attention, "
+                    "TE communication overlap, CUDA graphs, BF16 gradient reduce-scatter, distributed optimizer "
+                    "or Megatron-FSDP",
+        source="NVIDIA-NeMo/Megatron-Bridge scripts/performance recipes (grad_reduce_in_fp32=False, "
+               "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True, "
+               "use_megatron_fsdp for the FSDP recipes); docs/performance-summary.md",
+        flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
+        recompute=("none", "selective", "full"),
+    ),
+    SoftwareStack(
+        id="deepspeed-zero3-2021",
+        description="DeepSpeed ZeRO-3 (2021) on the Megatron-DeepSpeed GPT model: unfused attention, parameters "
+                    "all-gathered layer by layer in every forward, recompute-forward and backward with little "
+                    "overlap, FP16 gradient reduce-scatter, no tensor / pipeline / sequence parallelism",
+        source="Narayanan et al. SC'21 arXiv:2104.04473 Sec. 5.5 / Table 2 (ZeRO-3 'without model parallelism'; "
+               "the 175B run does not speed up from 768 to 1536 GPUs); Rajbhandari et al. ZeRO-Infinity "
+               "arXiv:2104.07857 Sec. 6-7 (per-layer parameter all-gather before use, prefetch bucket)",
+        flash_attention=False, overlap=False, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
+        recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
+        fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=False,
+    ),
+    SoftwareStack(
+        id="llm-foundry",
+        description="MosaicML llm-foundry (Composer + PyTorch FSDP1, FULL_SHARD or SHARD_GRAD_OP): FlashAttention "
+                    "MPT blocks, forward/backward prefetch of one FSDP unit (one transformer block), no tensor, "
+                    "pipeline or context parallelism",
+        source="mosaicml/llm-foundry scripts/train/benchmarking/README.md and yamls (fsdp_config: "
+               "FULL_SHARD / SHARD_GRAD_OP, activation_checkpointing, forward_prefetch, limit_all_gathers); "
+               "PyTorch FSDP paper arXiv:2304.11277 Sec. 3.3-4 (backward prefetch, rate limiter)",
+        flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
+        recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
+        fsdp_impl="fsdp1", fsdp_prefetch=1,
+    ),
+    SoftwareStack(
+        id="torchtitan",
+        description="torchtitan: PyTorch FSDP2 (per-parameter sharding, implicit prefetch of the next block) + "
+                    "TP / async-TP + PP + CP, Float8 / MXFP8 / NVFP4, FP32 gradient reduce-scatter, "
+                    "all-gather-based context parallelism",
+        source="pytorch/torchtitan docs/fsdp.md, docs/performance.md and torchtitan/config (mixed_precision_reduce "
+               "= float32, context_parallel_rotate_method = allgather); Liang et al. 'TorchTitan' "
+               "arXiv:2410.06511 Sec. 3",
+        flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
+        recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp2", fsdp_prefetch=1,
     ),
 )}
 
@@ -100,3 +155,76 @@ def get_stack(name: str | None) -> SoftwareStack:
     if key not in STACKS:
         raise UnknownNameError("software stack", name or "", tuple(STACKS))
     return STACKS[key]
+
+
+# ---------------------------------------------------------------------------------------------------
+# framework (+ version) of a published run -> preset (workload/data/frameworks.yaml)
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FrameworkStack:
+    """The preset a run of ``framework`` is modelled with, and how that choice was made."""
+
+    stack: SoftwareStack
+    framework: str
+    blank_vpp_rule: tuple[str, int]  # ("layers_per_virtual_stage", 2) or ("stages_per_rank", N)
+    note: str = ""  # set when the framework was not in the table (closest preset used)
+
+
+def _version_key(text: str) -> float | None:
+    import re
+
+    m = re.search(r"(\d+(?:\.\d+)?)", text or "")
+    return float(m.group(1)) if m else None
+
+
+@lru_cache(maxsize=1)
+def framework_table() -> dict[str, Any]:
+    from importlib import resources
+
+    import yaml
+
+    text = (resources.files("clustertwin.workload") / "data" / "frameworks.yaml").read_text(encoding="utf-8")
+    table = yaml.safe_load(text)
+    for name, entry in table["frameworks"].items():
+        for key in [entry["stack"], *(r["stack"] for r in entry.get("versions", ()))]:
+            if key not in STACKS:
+                raise InputError(f"frameworks.yaml: framework {name!r} names unknown stack {key!r}")
+    return table
+
+
+@lru_cache(maxsize=256)
+def stack_for_framework(framework: str, version: str = "", sharded: bool = False) -> FrameworkStack:
+    """The preset for a run of ``framework`` (release ``version``); ``sharded``: the run uses ZeRO-3 / FSDP
+    (only consulted for a framework the table does not know)."""
+    import difflib
+
+    table = framework_table()
+    fws: dict[str, Any] = table["frameworks"]
+    key = (framework or "").strip().lower()
+    note = ""
+    if key not in fws:
+        names = {a.lower(): n for n, e in fws.items() for a in (n, *e.get("aliases", ()))}
+        if key in names:
+            key = names[key]
+        else:
+            close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.6) if key else []
+            if close:
+                key = names[close[0]]
+                note = f"framework {framework!r} is not in the framework table: modelled as the closest, {key!r}"
+            else:
+                sid = table["unknown_sharded" if sharded else "unknown_default"]
+                st = STACKS[sid]
+                what = "blank" if not key else f"{framework!r} is not in the framework table"
+                return FrameworkStack(st, framework, ("layers_per_virtual_stage", 2),
+                                      note=f"framework {what}: modelled with the closest preset {sid!r} "
+                                           f"({'sharded data parallel' if sharded else 'default'})")
+    entry = fws[key]
+    sid = entry["stack"]
+    v = _version_key(version)
+    for rule in entry.get("versions", ()):
+        before = _version_key(str(rule.get("before", "")))
+        if v is not None and before is not None and v < before:
+            sid = rule["stack"]
+            break
+    (rule_name, n), = dict(entry.get("blank_virtual_pipeline") or {"layers_per_virtual_stage": 2}).items()
+    return FrameworkStack(STACKS[sid], key, (str(rule_name), int(n)), note=note)

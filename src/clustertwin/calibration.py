@@ -1,0 +1,249 @@
+"""Fitted constants of the step-time model: the list, the fit, and leave-one-group-out cross-validation.
+
+The constants that are fitted (and nothing else) are listed under ``fitted`` in
+``workload/data/efficiency.yaml``: each has a unit, a grid of allowed values inside its published range,
+and groups of chips that share one value (same silicon). ``fit`` chooses, with every other constant
+fixed, the grid value of each group that minimises the mean |error| over the fit rows on that group's
+chips, in two coordinate-descent sweeps; a group with no fit rows takes the median of the other groups'
+values. ``cross_validate`` holds out one value of a column (``source``: one publication) at a time,
+refits on the rest and predicts the held-out rows, so the reported error is on runs the constants never
+saw.
+
+Speed: a row's prediction depends only on the constants of its own chip, and constants marked
+``additive`` (a per-step overhead) shift the step time by their value, so every row is evaluated once
+per grid point of its chip's non-additive constant and all folds reuse that table.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class FittedConstant:
+    key: str
+    unit: str
+    meaning: str
+    grid: tuple[float, ...]
+    groups: dict[str, tuple[str, ...]]  # group name -> chip ids ("*" = every chip)
+    additive: bool = False
+
+    def group_of(self, chip: str) -> str | None:
+        for g, chips in self.groups.items():
+            if chip in chips or "*" in chips:
+                return g
+        return None
+
+
+def fitted_constants() -> list[FittedConstant]:
+    from .sim.costs import _efficiency_table
+
+    out = []
+    for key, spec in (_efficiency_table().get("fitted") or {}).items():
+        lo, hi, step = (float(x) for x in spec["grid"])
+        n = int(round((hi - lo) / step))
+        grid = tuple(round(lo + i * step, 6) for i in range(n + 1))
+        out.append(FittedConstant(key=key, unit=str(spec.get("unit", "")), meaning=str(spec.get("meaning", "")),
+                                  grid=grid, groups={g: tuple(c) for g, c in spec["groups"].items()},
+                                  additive=bool(spec.get("additive", False))))
+    return out
+
+
+def current_values() -> dict[str, dict[str, float]]:
+    """Value of every fitted constant per group, as efficiency.yaml has it now."""
+    from .sim.costs import _efficiency_table
+
+    table = _efficiency_table()
+    out: dict[str, dict[str, float]] = {}
+    for c in fitted_constants():
+        out[c.key] = {}
+        for g, chips in c.groups.items():
+            chip = next((x for x in chips if x != "*"), None)
+            cfg = dict(table["defaults"])
+            if chip:
+                cfg.update(table.get("chips", {}).get(chip, {}))
+            out[c.key][g] = float(cfg[c.key])
+    return out
+
+
+@dataclass
+class _RowTable:
+    """Predictions of one row over the grid of its chip's (single) non-additive fitted constant."""
+
+    id: str
+    measured: float
+    chip: str
+    group: dict[str, str | None]  # constant key -> group of this row's chip
+    base: dict[float, float] = field(default_factory=dict)  # grid value -> prediction with additive constants = 0
+
+
+def _row_chip(row: dict[str, str], catalog) -> str:
+    from .validate import _row_hardware
+
+    system, _ = _row_hardware(row, catalog)
+    return system.accelerator.id
+
+
+def _overlay_catalog(catalog, chip: str, values: dict[str, float]):
+    cal = {k: dict(v) for k, v in (catalog.calibration or {}).items()}
+    sec = cal.setdefault("step_efficiency", {})
+    sec[chip] = {**sec.get(chip, {}), **values}
+    return replace(catalog, calibration=cal)
+
+
+def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConstant]) -> tuple[list[_RowTable], list[str]]:
+    from .validate import predict_training_row
+
+    nonadd = [c for c in consts if not c.additive]
+    if len(nonadd) > 1:
+        raise InputError("calibration: more than one non-additive fitted constant per chip is not supported",
+                         hint="mark per-step overheads `additive: true` in efficiency.yaml")
+    zero_add = {c.key: 0.0 for c in consts if c.additive}
+    tables, skipped = [], []
+    for row in rows:
+        rid = (row.get("id") or "?").strip()
+        meas = (row.get("measured_step_time_s") or "").strip()
+        try:
+            chip = _row_chip(row, catalog)
+            rt = _RowTable(rid, float(meas) if meas else 0.0, chip, {c.key: c.group_of(chip) for c in consts})
+            grid = nonadd[0].grid if nonadd and rt.group[nonadd[0].key] else (None,)
+            for gv in grid:
+                vals = dict(zero_add)
+                if gv is not None:
+                    vals[nonadd[0].key] = gv
+                cat = _overlay_catalog(catalog, chip, vals)
+                rt.base[gv] = predict_training_row(row, cat)
+        except (InputError, ArithmeticError, ValueError, KeyError, TypeError):
+            skipped.append(rid)
+            continue
+        if rt.measured > 0:
+            tables.append(rt)
+        else:
+            skipped.append(rid)
+    return tables, skipped
+
+
+def _predict(rt: _RowTable, values: dict[str, dict[str, float]], consts: list[FittedConstant]) -> float:
+    gv = None
+    add = 0.0
+    for c in consts:
+        g = rt.group[c.key]
+        if g is None:
+            continue
+        if c.additive:
+            add += values[c.key][g]
+        else:
+            gv = values[c.key][g]
+    key = gv if gv in rt.base else next(iter(rt.base))
+    return rt.base[key] + add
+
+
+def _mape(tables: list[_RowTable], values, consts) -> float:
+    if not tables:
+        return float("nan")
+    return float(np.mean([abs(_predict(t, values, consts) - t.measured) / t.measured for t in tables]) * 100.0)
+
+
+def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: dict[str, dict[str, float]],
+                sweeps: int = 2) -> dict[str, dict[str, float]]:
+    values = {k: dict(v) for k, v in start.items()}
+    for _ in range(sweeps):
+        for c in consts:
+            for g in c.groups:
+                mine = [t for t in tables if t.group[c.key] == g]
+                if not mine:
+                    continue
+                best = min(c.grid, key=lambda x: (_mape(mine, {**values, c.key: {**values[c.key], g: x}}, consts),
+                                                  abs(x - values[c.key][g])))
+                values[c.key][g] = best
+    for c in consts:  # groups without fit rows: median of the fitted groups
+        fitted = [values[c.key][g] for g in c.groups if any(t.group[c.key] == g for t in tables)]
+        for g in c.groups:
+            if fitted and not any(t.group[c.key] == g for t in tables):
+                values[c.key][g] = float(statistics.median(fitted))
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    values: dict[str, dict[str, float]]
+    rows: int
+    mape_pct: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": self.values, "rows": self.rows, "mape_pct": self.mape_pct}
+
+
+def fit(rows: list[dict[str, str]], *, catalog=None) -> FitResult:
+    """Refit every fitted constant on ``rows`` (training format) from the current values."""
+    from .catalog import load_catalog
+
+    catalog = catalog or load_catalog()
+    consts = fitted_constants()
+    tables, _ = _build_tables(rows, catalog, consts)
+    values = _fit_tables(tables, consts, current_values())
+    return FitResult(values, len(tables), _mape(tables, values, consts))
+
+
+@dataclass(frozen=True, slots=True)
+class CVReport:
+    column: str
+    folds: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    mape_pct: float
+    in_sample_mape_pct: float
+    constants: list[dict[str, Any]]
+    skipped: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "mape_pct": self.mape_pct, "in_sample_mape_pct": self.in_sample_mape_pct,
+                "folds": self.folds, "rows": self.rows, "constants": self.constants, "skipped": self.skipped}
+
+
+def cross_validate(rows: list[dict[str, str]], column: str = "source", *, catalog=None) -> CVReport:
+    """Leave-one-``column``-value-out: refit all fitted constants without the fold, predict the fold."""
+    from .catalog import load_catalog
+
+    if rows and column not in rows[0]:
+        raise InputError(f"--cv {column}: the file has no column {column!r}",
+                         hint="group by a column of the file, e.g. --cv source")
+    catalog = catalog or load_catalog()
+    consts = fitted_constants()
+    tables, skipped = _build_tables(rows, catalog, consts)
+    by_id = {(r.get("id") or "?").strip(): (r.get(column) or "").strip() for r in rows}
+    groups: dict[str, list[_RowTable]] = {}
+    for t in tables:
+        groups.setdefault(by_id[t.id], []).append(t)
+    start = current_values()
+    all_fit = _fit_tables(tables, consts, start)
+    folds, out_rows = [], []
+    fold_values: list[dict[str, dict[str, float]]] = []
+    for name, held in groups.items():
+        train = [t for t in tables if by_id[t.id] != name]
+        vals = _fit_tables(train, consts, start)
+        fold_values.append(vals)
+        errs = []
+        for t in held:
+            pred = _predict(t, vals, consts)
+            e = 100.0 * (pred - t.measured) / t.measured
+            errs.append(e)
+            out_rows.append({"id": t.id, "fold": name, "measured": t.measured, "predicted": pred, "error_pct": e})
+        folds.append({"fold": name, "n": len(held), "mape_pct": float(np.mean(np.abs(errs))),
+                      "bias_pct": float(np.mean(errs)), "max_abs_error_pct": float(np.max(np.abs(errs))),
+                      "values": vals})
+    cv_mape = float(np.mean([abs(r["error_pct"]) for r in out_rows])) if out_rows else float("nan")
+    constants = []
+    for c in consts:
+        for g in c.groups:
+            spread = [fv[c.key][g] for fv in fold_values]
+            constants.append({"key": c.key, "group": g, "chips": list(c.groups[g]), "unit": c.unit,
+                              "value": start[c.key][g], "refit_all_rows": all_fit[c.key][g],
+                              "fold_min": min(spread) if spread else None, "fold_max": max(spread) if spread else None,
+                              "rows": sum(1 for t in tables if t.group[c.key] == g)})
+    return CVReport(column, folds, out_rows, cv_mape, _mape(tables, start, consts), constants, skipped)

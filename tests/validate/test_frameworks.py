@@ -1,0 +1,140 @@
+"""Framework-aware modelling from columns only, per-category table and leave-one-source-out CV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from clustertwin.validate import (
+    _virtual_stages,
+    by_table,
+    framework_for_row,
+    structured_notes,
+    validate_file,
+    validate_rows,
+)
+from clustertwin.workload.stacks import STACKS, framework_table, stack_for_framework
+
+
+def _rows(validation_dir, name="training.csv"):
+    with open(validation_dir / name, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_predictions_ignore_source_locator_notes_and_ids(validation_dir):
+    """Replacing source, source_locator, the free text of notes and the ids changes no prediction."""
+    rows = _rows(validation_dir)
+    base = validate_rows(rows)
+    scrambled = []
+    for i, r in enumerate(rows):
+        s = dict(r)
+        s["id"] = f"row-{len(rows) - i}"
+        s["source"] = "arXiv:2104.04473 arXiv:2407.21783 someone else's paper"
+        s["source_locator"] = "Table 9, virtual_pipeline = 1 is a placeholder; CP uses all-gather"
+        s["notes"] = "virtual_pipeline = 1 is a placeholder | CP uses all-gather | " + structured_notes(r["notes"])
+        s["inferred_fields"] = "virtual_pipeline=1 is a placeholder"
+        scrambled.append(s)
+    other = validate_rows(scrambled)
+    assert len(base.rows) == len(other.rows) == len(rows)
+    for a, b in zip(base.rows, other.rows, strict=True):
+        assert a.predicted == b.predicted, (a.id, a.predicted, b.predicted)
+        assert a.stack == b.stack
+
+
+def test_every_framework_in_the_data_has_a_preset(validation_dir):
+    table = framework_table()
+    for r in _rows(validation_dir) + _rows(validation_dir, "memory.csv"):
+        fw = framework_for_row(r)
+        assert r["framework"] in table["frameworks"], r["framework"]
+        assert fw.note == "" and fw.stack.id in STACKS
+
+
+@pytest.mark.parametrize(("framework", "version", "stack"), [
+    ("megatron-lm", "2021", "megatron-lm-2021"), ("megatron-lm", "2022", "megatron-lm-2022"),
+    ("deepspeed", "2021", "deepspeed-zero3-2021"), ("meta-internal", "2024", "pytorch-fsdp"),
+    ("llm-foundry", "2023", "llm-foundry"), ("torchtitan", "2024-12 (9dec370)", "torchtitan"),
+    ("megatron-bridge", "26.06", "megatron-bridge"), ("megatron-core", "r0.8.0", "megatron-core"),
+    ("NeMo", "", "megatron-bridge"),  # alias
+])
+def test_framework_table(framework, version, stack):
+    assert stack_for_framework(framework, version).stack.id == stack
+
+
+def test_unknown_framework_gets_closest_preset_and_says_so(validation_dir):
+    assert stack_for_framework("torch-titan").stack.id == "torchtitan"
+    assert "closest" in stack_for_framework("torch-titan").note
+    fs = stack_for_framework("colossal-ai", "0.3", sharded=True)
+    assert fs.stack.id == "pytorch-fsdp" and "closest preset" in fs.note
+    assert stack_for_framework("colossal-ai", "0.3").stack.id == "megatron-core"
+    row = dict(_rows(validation_dir)[0], framework="my-own-trainer")
+    rep = validate_rows([row])
+    assert rep.rows[0].error_pct is not None and "not in the framework table" in rep.rows[0].note
+
+
+def test_blank_virtual_pipeline_follows_the_framework_rule(validation_dir):
+    rows = {r["id"]: r for r in _rows(validation_dir)}
+    llama = rows["llama3-405b-t4-1"]  # pp 16, 126 layers: Megatron-style 2 slots per virtual stage
+    assert llama["virtual_pipeline"] == "" and _virtual_stages(llama) == 4
+    tt = rows["tt-h100-2412-t5-2"]  # torchtitan: 2 virtual stages per rank
+    assert tt["virtual_pipeline"] == "" and _virtual_stages(tt) == 2
+    assert _virtual_stages(dict(llama, virtual_pipeline="1")) == 1
+
+
+def test_by_table_counts_and_mape(validation_dir):
+    rows = _rows(validation_dir)
+    rep = validate_file(validation_dir / "training.csv")
+    table = by_table(rep, rows, ["framework", "moe"])
+    fw_rows = [g for g in table if g["column"] == "framework"]
+    assert sum(g["n"] for g in fw_rows) == len(rows)
+    ids = {r["id"]: r["framework"] for r in rows}
+    lf = next(g for g in fw_rows if g["value"] == "llm-foundry")
+    errs = [abs(r.error_pct) for r in rep.modelled if ids[r.id] == "llm-foundry"]
+    assert lf["mape_pct"] == pytest.approx(sum(errs) / len(errs))
+    assert {g["value"] for g in table if g["column"] == "moe"} == {"moe", "dense"}
+    assert table[-1]["column"] == "all" and table[-1]["mape_pct"] == pytest.approx(rep.mape_pct)
+
+
+def test_cross_validation_refits_per_fold(validation_dir):
+    from clustertwin.calibration import cross_validate, fitted_constants
+
+    rows = _rows(validation_dir)
+    pick = [r for r in rows if r["framework"] == "megatron-lm"][:4] + [r for r in rows if r["framework"] == "llm-foundry"][:3]
+    cv = cross_validate(pick, "framework")
+    assert {f["fold"] for f in cv.folds} == {"megatron-lm", "llm-foundry"}
+    assert sum(f["n"] for f in cv.folds) == len(pick) == len(cv.rows)
+    # the in-sample figure with the shipped constants is exactly what validate reports
+    assert cv.in_sample_mape_pct == pytest.approx(validate_rows(pick).mape_pct, rel=1e-9)
+    grids = {c.key: c.grid for c in fitted_constants()}
+    n_a100 = sum(1 for r in pick if r["gpu"].startswith("a100"))
+    n_h100 = sum(1 for r in pick if r["gpu"] == "h100-sxm")
+    assert n_a100 and n_h100
+    for f in cv.folds:  # each fold's fitted values are points of the allowed grid
+        assert f["values"]["gemm_mamf_scale"]["a100"] in grids["gemm_mamf_scale"]
+        assert f["values"]["step_overhead_s"]["all"] in grids["step_overhead_s"]
+    a100 = next(c for c in cv.constants if c["key"] == "gemm_mamf_scale" and c["group"] == "a100")
+    assert a100["rows"] == n_a100
+
+
+def test_cli_validate_by_and_cv_json(validation_dir, tmp_path):
+    rows = _rows(validation_dir)
+    pick = [r for r in rows if r["framework"] in ("megatron-lm", "meta-internal")][:5]
+    pick += [r for r in rows if r["framework"] == "meta-internal"]
+    out = tmp_path / "sub.csv"
+    with open(out, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(pick)
+    p = subprocess.run([sys.executable, "-m", "clustertwin", "validate", str(out), "--by", "framework,gpu,moe",
+                        "--cv", "source", "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert {g["column"] for g in d["by"]} == {"framework", "gpu", "moe", "all"}
+    assert len(d["cv"]["folds"]) == len({r["source"] for r in pick})
+    assert d["cv"]["mape_pct"] > 0
+    bad = subprocess.run([sys.executable, "-m", "clustertwin", "validate", str(out), "--by", "colour"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "colour" in bad.stderr
