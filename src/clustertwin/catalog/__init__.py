@@ -127,6 +127,10 @@ def load_catalog(extra: Sequence[str | os.PathLike] = ()) -> Catalog:
     return _load(user, stamps)
 
 
+# Calibration sections whose entries are keyed by system id (``clustertwin calibrate`` writes these).
+SYSTEM_KEYED_CALIBRATION = frozenset({"collectives"})
+
+
 def _stamp(path: str) -> tuple[int, int]:
     try:
         st = os.stat(path)
@@ -153,6 +157,7 @@ def _load(user_paths: tuple[str, ...], _stamps: tuple[tuple[int, int], ...]) -> 
 
     raw: dict[str, dict[str, tuple[str, Any]]] = {s: {} for s in SECTIONS}
     calibration: dict[str, dict[str, Any]] = {}
+    cal_origin: dict[tuple[str, str], str] = {}
     version = ""
     for label, data in texts:
         parsed = _parse(label, data)
@@ -163,6 +168,7 @@ def _load(user_paths: tuple[str, ...], _stamps: tuple[tuple[int, int], ...]) -> 
                 raw[section][key] = (label, entry)
         for sec, entries in parsed.calibration.items():
             calibration.setdefault(sec, {}).update(entries)
+            cal_origin.update({(sec, k): label for k in entries})
 
     accs = {k: e.to_spec(k) for k, (_, e) in raw["accelerators"].items()}
     ups = {k: e.to_spec(k) for k, (_, e) in raw["scaleup"].items()}
@@ -178,6 +184,14 @@ def _load(user_paths: tuple[str, ...], _stamps: tuple[tuple[int, int], ...]) -> 
                     hint=f"define it in the `{ {'accelerator': 'accelerators', 'scaleup': 'scaleup', 'default_scaleout': 'scaleout'}[kind] }` section or use a known id",
                 )
         systems[key] = entry.to_spec(key, accs[entry.accelerator], ups[entry.scaleup])
+    # A calibration for a system the catalog does not know would be silently ignored: refuse it.
+    for (sec, key), label in cal_origin.items():
+        table = systems if sec in SYSTEM_KEYED_CALIBRATION else None
+        if table is not None and key not in table:
+            err = UnknownNameError("system", key, table)
+            raise InputError(f"catalog file {label!r} entry calibration.{sec}.{key}: {err.message}",
+                             suggestions=err.suggestions,
+                             hint="a calibration applies to a system id of the catalog (`clustertwin catalog list systems`)")
     return Catalog(
         accelerators=accs,
         scaleup=ups,

@@ -22,10 +22,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-import yaml
 
 from ..errors import InputError
-from ..userfiles import write_atomic
 from .core import busbw_factor, collective_time
 from .nccl_tests import NcclTestsLog, parse_log
 from .params import CALIBRATION_SECTION, calibration_entry, resolve_params
@@ -210,22 +208,8 @@ def calibrate(
 
 
 def write_overlay(overlay: dict[str, Any], out: str | os.PathLike) -> Path:
-    """Write (or merge into) a catalog overlay YAML atomically: temp file in the same folder + os.replace."""
-    path = Path(out)
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            old = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise InputError(f"cannot merge into {str(path)!r}: {exc}", hint="choose another --out file") from None
-        if isinstance(old, dict):
-            data = old
-    cal = data.setdefault("calibration", {}) or {}
-    data["calibration"] = cal
-    sec = cal.setdefault(CALIBRATION_SECTION, {}) or {}
-    cal[CALIBRATION_SECTION] = sec
-    sec.update(overlay["calibration"][CALIBRATION_SECTION])
-    text = "# ClusterTwin catalog overlay written by `clustertwin calibrate`; use with --catalog FILE\n"
-    text += yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-    write_atomic(path, text)
-    return path
+    """Write (or merge into) a catalog overlay atomically, refusing files that are not overlays and
+    keeping the rest of an existing overlay (comments, mode) as it was (``catalog.overlay``)."""
+    from ..catalog.overlay import write_calibration
+
+    return write_calibration(out, CALIBRATION_SECTION, overlay["calibration"][CALIBRATION_SECTION], "calibrate")

@@ -14,8 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import InputError, UnknownNameError
 
 
@@ -185,10 +183,9 @@ def model_from_dict(model_id: str, data: dict[str, Any], *, origin: str = "") ->
 
 
 def _parse_models_yaml(text: str, origin: str) -> dict[str, ModelSpec]:
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"model file {origin!r} is not valid YAML: {exc}") from None
+    from ..userfiles import parse_yaml_text
+
+    data = parse_yaml_text(text, f"model file {origin!r}") or {}
     models = data.get("models", data) if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise InputError(f"model file {origin!r} must hold a mapping `models: {{id: {{...}}}}`")
