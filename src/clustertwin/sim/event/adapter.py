@@ -1,7 +1,8 @@
 """From (model, system, fabric, plan) to per-stage op durations, using the shared cost model.
 
-Both engines take every per-op cost from ``clustertwin.sim.costs.stage_costs`` (GEMM, attention,
-element-wise, TP/CP/EP/PP/DP collectives, logits, optimizer); the event engine only schedules them.
+Both engines take every per-op cost from ``clustertwin.sim.costs.stage_costs`` (composed from the
+modules of ``sim/components/``: GEMM, attention, element-wise, TP/CP/EP/PP/DP collectives, logits,
+optimizer); the event engine only schedules them.
 
 Mapping (one layer, one micro-batch, one representative rank):
 * ``fwd`` = GEMMs + attention core + element-wise kernels; ``bwd`` likewise; the backward GEMMs are

@@ -1,0 +1,111 @@
+"""Attention of one layer, one micro-batch, one rank: the projections (standard / GQA or MLA) and the
+attention core (fused FlashAttention, with the CP ring merge, or unfused batched GEMMs + softmax).
+
+Interface:
+* ``projections(st) -> (fwd_s, bwd_s)``: QKV and output-projection GEMMs after the TP split (MLA:
+  the q/kv down- and up-projections; column-parallel up-projections, row-parallel output).
+* ``kv_elems_per_token(st)``: K and V elements per token on this rank (what CP exchanges).
+* ``core(st) -> AttentionCore``: the core's forward/backward time and, unfused, the score-matrix
+  element-wise kernels (``mem_fwd_s``/``mem_bwd_s``; zero when fused).
+
+Fused attention runs at ``attention_efficiency`` of the BF16 peak with a roll-off s/(s + s_half) in the
+KV length one kernel call sees; the backward does 2.5x the forward FLOPs (FlashAttention recomputes
+QK^T, MODELLING.md §1.4); causal masking skips all but the diagonal 128-blocks.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..kernels import gemm_time, gemm_train_time, mem_time
+from .stage import Stage
+
+
+class AttentionCore(NamedTuple):
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    mem_fwd_s: np.ndarray  # score-matrix kernels (unfused only)
+    mem_bwd_s: np.ndarray
+
+
+def projections(st: Stage):
+    model, hw, t, tok, ib = st.model, st.hw, st.t, st.tok, st.in_bytes
+    h, a, g = float(model.hidden_size), float(model.num_attention_heads), float(model.num_kv_heads)
+    dq, dv = float(model.qk_head_dim), float(model.v_dim)
+    gf = np.zeros_like(tok)
+    gb_ = np.zeros_like(tok)
+    if model.is_mla:
+        rq, rkv = float(model.q_lora_rank), float(model.kv_lora_rank)
+        dn, dr = float(model.qk_nope_head_dim), float(model.qk_rope_head_dim)
+        shapes = []
+        if rq:
+            shapes += [(rq, h, 1.0), (a * (dn + dr), rq, t)]
+        else:
+            shapes += [(a * (dn + dr), h, t)]
+        shapes += [(rkv + dr, h, 1.0), (a * (dn + dv), rkv, t), (h, a * dv, None)]
+        for n_out, k_in, split in shapes:
+            if split is None:  # row-parallel output projection: K split
+                f_, b_ = gemm_train_time(hw, tok, n_out, k_in / t, in_bytes=ib)
+            else:
+                f_, b_ = gemm_train_time(hw, tok, n_out / split, k_in, in_bytes=ib)
+            gf, gb_ = gf + f_, gb_ + b_
+        return gf, gb_
+    # KV heads are replicated when tp > g (Megatron): each rank computes max(g/t, 1) KV heads
+    f_, b_ = gemm_train_time(hw, tok, (a / t + 2.0 * np.maximum(g / t, 1.0)) * dq, h, in_bytes=ib)
+    gf, gb_ = gf + f_, gb_ + b_
+    f_, b_ = gemm_train_time(hw, tok, h, a * dv / t, in_bytes=ib)
+    return gf + f_, gb_ + b_
+
+
+def kv_elems_per_token(st: Stage):
+    model, t = st.model, st.t
+    a, g = float(model.num_attention_heads), float(model.num_kv_heads)
+    dq, dv = float(model.qk_head_dim), float(model.v_dim)
+    if model.is_mla:
+        return a * (dq + dv) / t  # K and V per token after up-projection
+    return np.maximum(g / t, 1.0) * (dq + dv)
+
+
+def core(st: Stage) -> AttentionCore:
+    model, hw, t, c, b, s, tok = st.model, st.hw, st.t, st.c, st.b, st.s, st.tok
+    a = float(model.num_attention_heads)
+    dq, dv = float(model.qk_head_dim), float(model.v_dim)
+    heads = a / t
+    s_q = s / c
+    core_full = 2.0 * b * s_q * s * heads * (dq + dv)  # forward FLOPs, non-causal
+    if st.flash:
+        kern = hw.eff.kernel_overhead_s
+        blk = 128.0
+        causal_frac = 0.5 * (1.0 + blk / np.maximum(s_q, blk))
+        # roll-off with the KV length one kernel call sees: the full sequence, or with a CP ring the local
+        # chunk s/c (one call per ring step); the CP all-gather path attends to the gathered K,V
+        s_kv = s if st.cp_comm == "allgather" else s / c
+        rate = hw.peak_bf16 * hw.eff.attention_efficiency * s_kv / (s_kv + hw.eff.attention_seq_half)
+        attn_f = core_full * causal_frac / rate + 2 * kern
+        attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
+        if st.cp_comm != "allgather":
+            # CP ring (TE AttnFuncWithCPAndKVP2P): one attention call per ring step, and the partial
+            # results are merged: forward reads each step's BF16 output (+ LSE) and rescales the BF16
+            # output accumulator (read + write), backward adds each step's dQ (local) and the travelling
+            # dK, dV into their accumulators: 2 + 2 + 2 B per element per step
+            steps = c - 1.0
+            out_elems = b * s_q * heads * dv
+            dq_elems = b * s_q * heads * dq
+            kv_e = b * s_q * kv_elems_per_token(st)
+            attn_f = attn_f + np.where(c > 1, mem_time(hw, c * 6.0 * out_elems, 2.0 * steps + 1.0), 0.0)
+            attn_b = attn_b + np.where(c > 1, mem_time(hw, c * 6.0 * (dq_elems + kv_e), 4.0 * steps + 1.0), 0.0)
+        zero = np.zeros_like(tok)
+        return AttentionCore(attn_f * np.ones_like(tok), attn_b * np.ones_like(tok), zero, zero)
+    bh = b * heads
+    pk = hw.peak_bf16
+    qk_f = gemm_time(hw, s_q, s, dq, bh, in_bytes=2.0, peak=pk)
+    pv_f = gemm_time(hw, s_q, dv, s, bh, in_bytes=2.0, peak=pk)
+    qk_b = gemm_time(hw, s_q, dq, s, bh, peak=pk) + gemm_time(hw, s, dq, s_q, bh, peak=pk)
+    pv_b = gemm_time(hw, s_q, s, dv, bh, peak=pk) + gemm_time(hw, s, dv, s_q, bh, peak=pk)
+    scores = b * heads * s_q * s
+    drop = 5.0 if model.dropout else 0.0
+    return AttentionCore(qk_f + pv_f, qk_b + pv_b,
+                         mem_time(hw, scores * (4.0 + drop), 2),  # scale-mask-softmax r/w, dropout r/w/mask
+                         mem_time(hw, scores * (6.0 + drop), 2))

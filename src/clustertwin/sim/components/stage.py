@@ -1,0 +1,77 @@
+"""``Stage``: the inputs every cost component reads, broadcast once.
+
+``stage_inputs`` turns (model, hardware, plan degrees, stack options) into one frozen ``Stage``; every
+component in this package is a pure function ``f(st: Stage, ...) -> arrays``. Plan degrees are numpy
+arrays of one broadcast shape (the planner evaluates ~1e5 plans at once), so components branch on
+values with ``np.where`` only; model constants are Python floats.
+
+Fields (per rank, per micro-batch): ``t p d c e etp b`` the TP, PP, DP, CP, EP, expert-TP degrees and
+the micro-batch (float arrays); ``rc`` recompute code (0 none, 1 selective, 2 full), ``zero`` the ZeRO
+stage (3 = FSDP); ``sp`` sequence parallelism in effect (bool, only with tp > 1); ``s`` the sequence
+length; ``tok`` tokens of one micro-batch on this rank (``b*s/c``), ``tok_sp`` the tokens in the SP
+regions (``tok/t`` with SP); ``m`` micro-batches per step; ``in_bytes`` bytes per GEMM input element
+of the step dtype; ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the share of MoE layers;
+``flash``, ``cp_comm`` ("p2p" ring or "allgather"), ``grad_reduce_bytes`` from the software stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...workload.model import ModelSpec
+from ..machine import Hardware
+
+FP8_DTYPES = ("fp8", "mxfp8")
+FP4_DTYPES = ("nvfp4", "fp4")
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    model: ModelSpec
+    hw: Hardware
+    t: np.ndarray
+    p: np.ndarray
+    d: np.ndarray
+    c: np.ndarray
+    e: np.ndarray
+    etp: np.ndarray
+    b: np.ndarray
+    rc: np.ndarray
+    zero: np.ndarray
+    sp: np.ndarray
+    s: float
+    tok: np.ndarray
+    tok_sp: np.ndarray
+    m: np.ndarray
+    in_bytes: float
+    fp8: bool
+    frac_moe: float
+    flash: bool
+    cp_comm: str
+    grad_reduce_bytes: float
+
+
+def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_batch, recompute, zero,
+                 global_batch, seq_len, sp=True, etp=1, flash: bool = True, grad_reduce_bytes: float = 2.0,
+                 cp_comm: str = "p2p") -> Stage:
+    """Broadcast the plan degrees together and derive the token counts (see module docstring)."""
+    tp, pp, dp, cp, ep, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
+        *(np.asarray(x) for x in (tp, pp, dp, cp, ep, micro_batch, recompute, zero, global_batch, sp, etp)))
+    t = tp.astype(float)
+    c = cp.astype(float)
+    d = dp.astype(float)
+    b = mb.astype(float)
+    spb = sp.astype(bool) & (t > 1)
+    s = float(seq_len)
+    tok = b * s / c
+    dtype = hw.dtype
+    return Stage(
+        model=model, hw=hw, t=t, p=pp.astype(float), d=d, c=c, e=ep.astype(float), etp=etp.astype(float), b=b,
+        rc=rc, zero=zero, sp=spb, s=s, tok=tok, tok_sp=np.where(spb, tok / t, tok), m=gb.astype(float) / (d * b),
+        in_bytes=1.0 if dtype in FP8_DTYPES else (0.5 if dtype in FP4_DTYPES else 2.0),
+        fp8=dtype in FP8_DTYPES or dtype in FP4_DTYPES,
+        frac_moe=model.num_moe_layers / model.num_layers if model.is_moe else 0.0,
+        flash=bool(flash), cp_comm=cp_comm, grad_reduce_bytes=float(grad_reduce_bytes),
+    )

@@ -1,0 +1,49 @@
+"""Primitive compute costs on one GPU: GEMMs and memory-bound kernels. Array-friendly.
+
+Compute model (MODELLING.md §6). Every GEMM of a layer is timed from its own (M, N, K) after the TP split:
+    t = max(2MNK / (peak_dtype * eta), bytes / (HBM * eta_hbm)) + t_kernel
+    eta = MAMF_fraction(dtype) * mamf_scale * eta_tile * eta_wave * K / (K + k0)
+with tile quantisation eta_tile = MN / (ceil(M/tm) tm ceil(N/tn) tn) and wave quantisation
+eta_wave = tiles / (ceil(tiles / SMs) SMs) (NVIDIA GEMM performance guide). Fused attention runs at
+``attention_efficiency`` of the BF16 peak with a short-sequence roll-off s/(s + s_half); the backward does
+2.5x the forward FLOPs (FlashAttention recomputes QK^T, MODELLING.md §1.4). Element-wise kernels (norms,
+residual/dropout, activation, RoPE, FP8 casts, softmax when unfused, MoE permutation, cross-entropy,
+optimizer) are bytes / (HBM * hbm_efficiency).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .machine import Hardware
+
+
+def gemm_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0, peak=None, mamf=None):
+    """Time of a (batched) GEMM C[M,N] = A[M,K] B[K,N] on one GPU (see module docstring)."""
+    e = hw.eff
+    M = np.maximum(np.asarray(M, dtype=float), 1.0)
+    N = np.maximum(np.asarray(N, dtype=float), 1.0)
+    K = np.maximum(np.asarray(K, dtype=float), 1.0)
+    tm, tn = float(e.gemm_tile_m), float(e.gemm_tile_n)
+    tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
+    tiles = tiles_m * tiles_n * batch
+    waves = np.ceil(tiles / e.num_sms)
+    eta_wave = tiles / (waves * e.num_sms)
+    eta_tile = (M * N) / (tiles_m * tm * tiles_n * tn)
+    eta_k = K / (K + e.gemm_k_overhead)
+    eta = (hw.mamf if mamf is None else mamf) * eta_wave * eta_tile * eta_k
+    flops = 2.0 * M * N * K * batch
+    t_c = flops / ((hw.peak if peak is None else peak) * eta)
+    t_m = ((M * K + K * N) * in_bytes + M * N * 2.0) * batch / (hw.hbm_bw * e.hbm_efficiency)
+    return np.maximum(t_c, t_m) + e.kernel_overhead_s
+
+
+def gemm_train_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0):
+    """(forward, backward) time of a linear layer: fprop (M,N,K), dgrad (M,K,N), wgrad (K,N,M)."""
+    f = gemm_time(hw, M, N, K, batch, in_bytes=in_bytes)
+    b = gemm_time(hw, M, K, N, batch, in_bytes=in_bytes) + gemm_time(hw, K, N, M, batch, in_bytes=in_bytes)
+    return f, b
+
+
+def mem_time(hw: Hardware, nbytes, kernels=0.0):
+    return np.asarray(nbytes, dtype=float) / (hw.hbm_bw * hw.eff.hbm_efficiency) + kernels * hw.eff.kernel_overhead_s

@@ -1,0 +1,124 @@
+"""The machine as the step cost model sees it (``Hardware``), in SI units, and the per-chip efficiency
+constants (``ChipEfficiency``: workload/data/efficiency.yaml, overlaid by a catalog's
+``calibration.step_efficiency``). Built once per (system, fabric, dtype, catalog) by ``make_hardware``;
+every cost component reads it and none re-derives a bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ..errors import InputError
+from ..hardware import ScaleOutTech, SystemSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChipEfficiency:
+    """Per-chip efficiency constants (workload/data/efficiency.yaml; catalog ``calibration.step_efficiency``)."""
+
+    gemm_tile_m: int
+    gemm_tile_n: int
+    gemm_k_overhead: float
+    gemm_mamf_scale: float
+    kernel_overhead_s: float
+    hbm_efficiency: float
+    attention_efficiency: float
+    attention_seq_half: float
+    scaleup_efficiency: float
+    overlap_slowdown: float
+    runtime_overhead_bytes: float
+    memory_reserve_fraction: float  # device memory kept free against allocator fragmentation (assumption)
+    step_overhead_s: float
+    num_sms: int
+    mamf_fraction: dict[str, float]
+    assumptions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hardware:
+    """Everything the cost model needs about the machine, in SI units."""
+
+    system: SystemSpec
+    scaleout: ScaleOutTech
+    eff: ChipEfficiency
+    dtype: str
+    peak: float  # dense FLOP/s of the GEMM dtype
+    peak_bf16: float
+    mamf: float  # MAMF fraction of the GEMM dtype
+    hbm_bw: float
+    hbm_bytes: float  # what a plan may fill: the driver-reported capacity less the fragmentation reserve
+    domain: int  # devices per scale-up domain
+    up_bw: float  # achieved ring bus bandwidth per device inside a domain (bytes/s)
+    up_lat: float
+    nic_bw: float  # achieved scale-out bandwidth per device (bytes/s)
+    net_lat: float
+    catalog: Any = None
+    network: Any = None  # None: analytical collectives; a FlowNetwork adds scale-out contention (--network flow)
+
+
+@lru_cache(maxsize=1)
+def _efficiency_table() -> dict[str, Any]:
+    text = (resources.files("clustertwin.workload") / "data" / "efficiency.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, float],
+                    overlay: dict[str, Any] | None = None) -> ChipEfficiency:
+    table = _efficiency_table()
+    cfg = dict(table["defaults"])
+    chip = dict(table.get("chips", {}).get(acc_id, {}))
+    cfg.update(chip)
+    if overlay:
+        cfg.update(overlay)
+    mamf = dict(cfg.get("mamf_fraction") or {})
+    mamf.update({k: float(v) for k, v in acc_mamf.items()})  # catalog measurement wins over fallback
+    sms = acc_num_sms or cfg.get("num_sms") or 132
+    tile = cfg["gemm_tile"]
+    return ChipEfficiency(
+        gemm_tile_m=int(tile[0]), gemm_tile_n=int(tile[1]), gemm_k_overhead=float(cfg["gemm_k_overhead"]),
+        gemm_mamf_scale=float(cfg["gemm_mamf_scale"]), kernel_overhead_s=float(cfg["kernel_overhead_us"]) * 1e-6,
+        hbm_efficiency=float(cfg["hbm_efficiency"]), attention_efficiency=float(cfg["attention_efficiency"]),
+        attention_seq_half=float(cfg["attention_seq_half"]), scaleup_efficiency=float(cfg["scaleup_efficiency"]),
+        overlap_slowdown=float(cfg["overlap_slowdown"]), runtime_overhead_bytes=float(cfg["runtime_overhead_gb"]) * 1e9,
+        memory_reserve_fraction=float(cfg["memory_reserve_fraction"]),
+        step_overhead_s=float(cfg["step_overhead_s"]), num_sms=int(sms), mamf_fraction=mamf,
+        assumptions=dict(chip.get("assumed", {})),
+    )
+
+
+def mamf_for(mamf: dict[str, float], dtype: str) -> float:
+    order = {"mxfp8": ("mxfp8", "fp8"), "fp8": ("fp8",), "nvfp4": ("nvfp4", "fp4", "fp8"),
+             "fp16": ("fp16", "bf16"), "bf16": ("bf16", "fp16")}.get(dtype, (dtype,))
+    for d in order:
+        if d in mamf:
+            return float(mamf[d])
+    return float(mamf.get("bf16", 0.8))
+
+
+def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalog: Any = None,
+                  network: Any = None) -> Hardware:
+    acc = system.accelerator
+    overlay = None
+    if catalog is not None and hasattr(catalog, "calibration_for"):
+        overlay = catalog.calibration_for("step_efficiency", acc.id)
+    eff = chip_efficiency(acc.id, acc.num_sms, dict(acc.mamf_fraction), overlay)
+    peak = acc.peak(dtype)
+    if peak <= 0:
+        raise InputError(
+            f"{acc.name} has no {dtype} tensor-core peak in the catalog",
+            hint="pick a precision the chip supports (e.g. bf16 on A100; fp8 needs Hopper or newer)",
+        )
+    nic_per_dev = system.nics_per_host * min(system.nic_bw, scaleout.port_bw) / system.devices_per_host
+    return Hardware(
+        system=system, scaleout=scaleout, eff=eff, dtype=dtype, peak=peak, peak_bf16=acc.peak("bf16"),
+        mamf=mamf_for(eff.mamf_fraction, dtype) * eff.gemm_mamf_scale, hbm_bw=acc.hbm_bw,
+        hbm_bytes=acc.memory_capacity_bytes * (1.0 - eff.memory_reserve_fraction),
+        domain=system.devices_per_domain, up_bw=system.scaleup_bw_per_device * eff.scaleup_efficiency,
+        up_lat=max(system.scaleup.latency_s, 1e-6), nic_bw=nic_per_dev * scaleout.protocol_efficiency,
+        net_lat=scaleout.nic_latency_s + 3 * scaleout.hop_latency_s + 2e-6, catalog=catalog, network=network,
+    )
