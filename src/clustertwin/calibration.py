@@ -42,7 +42,7 @@ class FittedConstant:
 
 
 def fitted_constants() -> list[FittedConstant]:
-    from .sim.costs import _efficiency_table
+    from .sim.machine import efficiency_table as _efficiency_table
 
     out = []
     for key, spec in (_efficiency_table().get("fitted") or {}).items():
@@ -57,7 +57,7 @@ def fitted_constants() -> list[FittedConstant]:
 
 def current_values() -> dict[str, dict[str, float]]:
     """Value of every fitted constant per group, as efficiency.yaml has it now."""
-    from .sim.costs import _efficiency_table
+    from .sim.machine import efficiency_table as _efficiency_table
 
     table = _efficiency_table()
     out: dict[str, dict[str, float]] = {}

@@ -265,7 +265,7 @@ def _row_hardware(row: dict[str, str], catalog):
 def uncalibrated_note(acc_id: str) -> str:
     """"uncalibrated efficiency (assumed)" for a chip whose step efficiencies were never fitted to
     measurements (not listed in workload/data/efficiency.yaml ``chips``), else ""."""
-    from .sim.costs import _efficiency_table
+    from .sim.machine import efficiency_table as _efficiency_table
 
     if acc_id in (_efficiency_table().get("chips") or {}):
         return ""

@@ -51,6 +51,7 @@ from .components.stage import FP4_DTYPES, FP8_DTYPES, stage_inputs  # noqa: F401
 from .components.tp_comm import tp_comm
 from .kernels import gemm_time, gemm_train_time, mem_time  # noqa: F401
 from .machine import ChipEfficiency, Hardware, chip_efficiency, make_hardware, mamf_for  # noqa: F401
+from .machine import efficiency_table as _efficiency_table  # noqa: F401  (former name, for in-flight callers)
 
 STAGE_COST_FIELDS = (
     # per layer, per micro-batch, on one GPU (dense layer / MoE layer averaged by their share)

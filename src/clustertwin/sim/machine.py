@@ -62,14 +62,14 @@ class Hardware:
 
 
 @lru_cache(maxsize=1)
-def _efficiency_table() -> dict[str, Any]:
+def efficiency_table() -> dict[str, Any]:
     text = (resources.files("clustertwin.workload") / "data" / "efficiency.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
 
 def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, float],
                     overlay: dict[str, Any] | None = None) -> ChipEfficiency:
-    table = _efficiency_table()
+    table = efficiency_table()
     cfg = dict(table["defaults"])
     chip = dict(table.get("chips", {}).get(acc_id, {}))
     cfg.update(chip)
