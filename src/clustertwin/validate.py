@@ -9,6 +9,7 @@ modelled are reported with the reason and count as failures.
 from __future__ import annotations
 
 import csv
+import difflib
 import importlib
 import math
 import re
@@ -238,10 +239,86 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     )
 
 
+# Scale-out names a row may use that the catalog spells differently: the family is read from the name,
+# the line rate from the name or the `nic_gbps` column; the row's note says which entry was used.
+_FABRIC_FAMILIES = (
+    (r"efa", "ethernet-efa"), (r"omni|opa\b|opa-", "omnipath"), (r"roce|spectrum", "roce"),
+    (r"\bib\b|ib-|infiniband|[hnxe]dr", "infiniband"), (r"eth|tcp|gbe|gige", "ethernet"),
+)
+
+
+def _closest_fabric(name: str, gbps: float, catalog) -> tuple[Any, str]:
+    """(fabric, note) for a scale-out name the catalog does not list."""
+    text = name.lower()
+    m = re.search(r"(\d+(?:\.\d+)?)\s*g", text)
+    speed = float(m.group(1)) if m else (gbps or 0.0)
+    fam = next((f for pat, f in _FABRIC_FAMILIES if re.search(pat, text)), None)
+    if fam is None:
+        raise InputError(f"scale-out fabric {name!r} is not in the catalog and its kind cannot be read from the name",
+                         suggestions=difflib.get_close_matches(name, list(catalog.scaleout), n=3, cutoff=0.4),
+                         hint="use a catalog fabric id (`clustertwin catalog list fabrics`) in the scale_out column")
+
+    def family(f) -> str:
+        fid = f.id.lower()
+        if "efa" in fid:
+            return "ethernet-efa"
+        if "omnipath" in fid:
+            return "omnipath"
+        return "roce" if f.kind == "roce" else f.kind
+
+    cands = [f for f in catalog.scaleout.values() if family(f) == fam]
+    if not cands:
+        raise InputError(f"scale-out fabric {name!r}: no {fam} fabric in the catalog",
+                         hint="add one with a user catalog (--catalog)")
+    best = min(cands, key=lambda f: (abs(f.port_bw * 8 / 1e9 - speed) if speed else 0.0, f.id))
+    note = f"scale-out {name!r} is not in the catalog: modelled as {best.id!r}"
+    if speed and abs(best.port_bw * 8 / 1e9 - speed) > 0.5:
+        from .units import gbps_to_bytes_per_s
+
+        best = replace(best, port_bw=gbps_to_bytes_per_s(speed))
+        note += f" with {speed:g} Gb/s ports"
+    return best, note
+
+
+def _closest_system(name: str, row: dict[str, str], catalog) -> tuple[Any, str]:
+    acc = (row.get("gpu") or "").strip()
+    per_node = _int(row, "gpus_per_node")
+    # same accelerator, and a name close enough to be a spelling of it (not an arbitrary label)
+    cands = [s for s in catalog.systems.values() if s.accelerator.id == acc
+             and difflib.SequenceMatcher(None, name.lower(), s.id).ratio() >= 0.6]
+    if not cands:
+        raise InputError(f"system {name!r} is not in the catalog and no catalog system with gpu {acc!r} has a close name",
+                         suggestions=difflib.get_close_matches(name, list(catalog.systems), n=3, cutoff=0.4),
+                         hint="use a catalog system id (`clustertwin catalog list systems`) in the system column")
+    best = min(cands, key=lambda s: (per_node and s.devices_per_host != per_node and s.devices_per_domain != per_node,
+                                     -difflib.SequenceMatcher(None, name.lower(), s.id).ratio()))
+    return best, f"system {name!r} is not in the catalog: modelled as {best.id!r} (same gpu {acc})"
+
+
+def hardware_notes(row: dict[str, str], catalog) -> str:
+    """What ``hardware_from_row`` substituted for names the catalog does not list ("" if nothing)."""
+    return _hardware(row, catalog)[2]
+
+
 def hardware_from_row(row: dict[str, str], catalog):
-    system = catalog.system((row.get("system") or "").strip())
+    system, fabric, _ = _hardware(row, catalog)
+    return system, fabric
+
+
+def _hardware(row: dict[str, str], catalog):
+    notes = []
+    sys_name = (row.get("system") or "").strip()
+    if sys_name in catalog.systems or not sys_name:
+        system = catalog.system(sys_name)
+    else:
+        system, note = _closest_system(sys_name, row, catalog)
+        notes.append(note)
     fabric_id = (row.get("scale_out") or "").strip() or system.default_scaleout
-    fabric = catalog.fabric(fabric_id)
+    if fabric_id in catalog.scaleout:
+        fabric = catalog.fabric(fabric_id)
+    else:
+        fabric, note = _closest_fabric(fabric_id, _num(row, "nic_gbps"), catalog)
+        notes.append(note)
     nics = _int(row, "nics_per_node")
     gbps = _num(row, "nic_gbps")
     per_node = _int(row, "gpus_per_node") or system.devices_per_host
@@ -251,7 +328,7 @@ def hardware_from_row(row: dict[str, str], catalog):
         # NICs per host scaled to the catalog's host size (same NICs per GPU as the row)
         nics_host = nics * system.devices_per_host / per_node
         system = replace(system, nics_per_host=max(1, int(round(nics_host))), nic_bw=gbps_to_bytes_per_s(gbps))
-    return system, fabric
+    return system, fabric, "; ".join(notes)
 
 
 def _row_hardware(row: dict[str, str], catalog):
@@ -277,6 +354,7 @@ def row_notes(row: dict[str, str], catalog) -> str:
     """What the model assumed for this row beyond its columns (unknown framework, uncalibrated chip)."""
     notes = [framework_for_row(row).note]
     try:
+        notes.append(hardware_notes(row, catalog))
         system, _ = _row_hardware(row, catalog)
         notes.append(uncalibrated_note(system.accelerator.id))
     except InputError:

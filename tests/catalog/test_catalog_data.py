@@ -67,7 +67,7 @@ def test_accelerator_units_are_sane(catalog):
 
 def test_fabric_units_are_sane(catalog):
     for f in catalog.scaleout.values():
-        assert 10e9 <= f.port_bw <= 250e9 and 0.3 <= f.protocol_efficiency <= 1
+        assert 1e9 <= f.port_bw <= 250e9 and 0.3 <= f.protocol_efficiency <= 1  # 10G Ethernet .. 1.6T
         assert f.switch_radix >= 32 and f.hop_latency_s < 5e-6
     assert catalog.fabric("eth-tcp-100g").protocol_efficiency < catalog.fabric("roce-400g").protocol_efficiency
     for t in catalog.scaleup.values():

@@ -63,6 +63,9 @@ def _render_estimate(r) -> None:
     mem = ", ".join(f"{k} {v:.1f}" for k, v in r.memory_breakdown_gb.items() if v > 0)
     console.print(f"memory (GB): {mem}")
     console.print(f"bottleneck: {r.bottleneck}")
+    for a in getattr(r, "assumptions", None) or ():
+        if a.startswith("uncalibrated efficiency"):
+            console.print(f"[warning] {a}")
     _render_event_extras(r)
 
 

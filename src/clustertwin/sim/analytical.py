@@ -330,6 +330,11 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
         "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
         f"scale-up bus bandwidth {hw.up_bw / 1e9:.0f} GB/s/GPU, scale-out {hw.nic_bw / 1e9:.1f} GB/s/GPU achieved",
     ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()]
+    from ..validate import uncalibrated_note
+
+    flag = uncalibrated_note(system.accelerator.id)
+    if flag:
+        assumptions.insert(0, flag)
     flops_tok = forward_flops_per_token(model, plan.seq_len)
     details = {"forward_flops_per_token": float(sum(flops_tok.values())),
                "num_micro_batches": f["num_micro_batches"], "dp_comm_raw_s": f["dp_comm_raw_s"],

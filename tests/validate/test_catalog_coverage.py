@@ -1,0 +1,63 @@
+"""Catalog entries the published runs need, names the catalog spells differently, uncalibrated chips."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from clustertwin.catalog import load_catalog
+from clustertwin.validate import validate_rows
+
+
+@pytest.fixture(scope="module")
+def row(validation_dir):
+    with open(validation_dir / "training.csv", newline="", encoding="utf-8") as fh:
+        return next(r for r in csv.DictReader(fh) if r["id"] == "mlm-sc21-t1-1")
+
+
+def test_new_systems_and_fabrics_are_sourced():
+    cat = load_catalog()
+    for sid, acc in (("mi325x-8", "mi325x"), ("mi355x-8", "mi355x"), ("mi300x-8", "mi300x")):
+        s = cat.system(sid)
+        assert s.accelerator.id == acc and s.devices_per_domain == 8
+    assert cat.system("mi355x-8").scaleup_bw_per_device > cat.system("mi325x-8").scaleup_bw_per_device
+    assert cat.accelerator("mi325x").hbm_bytes == pytest.approx(256e9)
+    efa = cat.fabric("aws-efa-p5")
+    assert efa.port_bw * 8 / 1e9 == pytest.approx(100) and efa.assumptions  # 32 x 100G per P5 node
+    for fid, gbps in (("omnipath-100g", 100), ("eth-tcp-10g", 10), ("eth-tcp-25g", 25), ("eth-tcp-100g", 100)):
+        assert cat.fabric(fid).port_bw * 8 / 1e9 == pytest.approx(gbps)
+
+
+def test_p5_efa_row_is_modelled(row):
+    p5 = dict(row, id="p5", gpu="h100-sxm", system="hgx-h100", scale_out="aws-efa-p5", nics_per_node="32",
+              nic_gbps="100", precision="bf16")
+    rep = validate_rows([p5])
+    assert rep.rows[0].error_pct is not None, rep.rows[0].reason
+
+
+@pytest.mark.parametrize(("name", "fabric"), [("efa-100g", "aws-efa-p5"), ("opa-100", "omnipath-100g"),
+                                              ("10GbE", "eth-tcp-10g"), ("ethernet-25g", "eth-tcp-25g"),
+                                              ("ib-edr-100g", "ib-hdr-200g")])
+def test_fabric_names_outside_the_catalog_map_to_the_closest_and_say_so(row, name, fabric):
+    rep = validate_rows([dict(row, scale_out=name)])
+    r = rep.rows[0]
+    assert r.error_pct is not None and f"modelled as {fabric!r}" in r.note
+
+
+def test_fabric_of_unknown_kind_is_a_listed_failure(row):
+    rep = validate_rows([dict(row, scale_out="myrinet")])
+    assert rep.rows[0].error_pct is None and "myrinet" in rep.rows[0].reason
+
+
+def test_uncalibrated_chip_is_flagged(row):
+    from clustertwin import api
+
+    rep = validate_rows([dict(row, gpu="mi325x", system="mi325x-8", precision="bf16")])
+    assert "uncalibrated efficiency (assumed)" in rep.rows[0].note
+    calibrated = validate_rows([row])
+    assert "uncalibrated" not in calibrated.rows[0].note
+    r = api.estimate(model="llama3-8b", system="mi300x-8", gpus=8)
+    assert any(a.startswith("uncalibrated efficiency (assumed)") for a in r.assumptions)
+    r = api.estimate(model="llama3-8b", system="hgx-h100", gpus=8)
+    assert not any(a.startswith("uncalibrated") for a in r.assumptions)
