@@ -213,11 +213,36 @@ def cross_validate(path: str | Path, column: str = "source", *, catalog=None, ca
     return cv(rows, column, catalog=_catalog(catalog, catalog_paths))
 
 
+def report(scenario: Scenario | str | Path | None = None, *, html: str | Path | None = None, db: str | Path | None = None,
+           record_id: str | None = None, trace: str | Path | bool | None = None, fabric_domains: int | None = None,
+           monte_carlo_runs: int = 2000, seed: int = 0, catalog=None, progress: Any = None) -> dict[str, Any]:
+    """The HTML report's data for a scenario (object or YAML path) or a stored plan/sweep (``db`` +
+    ``record_id``); with ``html`` also writes the self-contained page. Returns the data, plus
+    ``html_path`` and ``html_bytes`` when written."""
+    from .report.build import report_data, write_report
+
+    if scenario is not None and not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario, catalog=catalog)
+    data = report_data(scenario, db=db, record_id=record_id, html_path=html, trace=trace, fabric_domains=fabric_domains,
+                       monte_carlo_runs=monte_carlo_runs, seed=seed, progress=progress)
+    if html is not None:
+        path, size = write_report(data, html)
+        data["html_path"], data["html_bytes"] = str(path), size
+    return data
+
+
+def report_html(scenario: Scenario | str | Path | None = None, **kw: Any) -> str:
+    """The report page as a string (nothing written)."""
+    from .report.html import render_html
+
+    kw.pop("html", None)
+    return render_html(report(scenario, **kw))
+
+
 def list_models() -> list[str]:
     from .workload.model import builtin_models
 
     return sorted(builtin_models())
 
 
-__all__ = ["ENGINES", "Scenario", "build_scenario", "cross_validate", "estimate", "list_models", "load_scenario", "simulate",
-           "validate", "validate_by"]
+__all__ = ["ENGINES", "Scenario", "build_scenario", "cross_validate", "estimate", "list_models", "load_scenario", "report", "report_html", "simulate", "validate", "validate_by"]

@@ -23,6 +23,7 @@ from . import (  # noqa: E402,F401
     fabric_cmd,
     plan_cmd,
     reliability_cmd,
+    report_cmd,
     schedule_cmd,
 )
 from ._common import app, console_err, styled

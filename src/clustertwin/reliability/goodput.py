@@ -203,7 +203,9 @@ def goodput(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetup,
         res: MonteCarloResult = simulate(class_rates=rates, block_prob=block, block_wait=waits,
                                          planned_rate=model.planned_rate_s, tau=tau, delta=delta,
                                          restart=ckpt.restart_s, horizon_s=horizon, runs=monte_carlo_runs, seed=seed)
-        mc = {"runs": monte_carlo_runs, "seed": seed, **res.percentiles()}
+        mc = {"runs": monte_carlo_runs, "seed": seed, **res.percentiles(),
+              # the ETTR distribution every 5th percentile (p0..p100), for CDF plots
+              "ettr_quantiles": [float(v) for v in np.percentile(res.ettr, np.arange(0, 101, 5))]}
     tpd = tokens_per_s * ettr * DAY if tokens_per_s else None
     return GoodputResult(
         num_accelerators=counts.accelerators, days=days, unexpected_per_day=lam * DAY,
