@@ -9,6 +9,7 @@ True
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,7 @@ def report(scenario: Scenario | str | Path | None = None, *, html: str | Path | 
 
     if scenario is not None and not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, catalog=catalog)
-    data = report_data(scenario, db=db, record_id=record_id, html_path=html, trace=trace, fabric_domains=fabric_domains,
+    data = report_data(sys.modules[__name__], scenario, db=db, record_id=record_id, html_path=html, trace=trace, fabric_domains=fabric_domains,
                        monte_carlo_runs=monte_carlo_runs, seed=seed, progress=progress)
     if html is not None:
         path, size = write_report(data, html)

@@ -11,7 +11,7 @@ from .collect import collect_from_db, collect_scenario
 from .html import MAX_BYTES, render_document
 
 
-def report_data(scenario: Any = None, *, db: str | Path | None = None, record_id: str | None = None,
+def report_data(api: Any, scenario: Any = None, *, db: str | Path | None = None, record_id: str | None = None,
                 html_path: str | Path | None = None, trace: str | Path | bool | None = None,
                 fabric_domains: int | None = None, monte_carlo_runs: int = 2000, seed: int = 0,
                 validation: bool = True, progress: Any = None) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def report_data(scenario: Any = None, *, db: str | Path | None = None, record_id
         trace_path = hp.with_name(hp.stem + ".trace.json")
     elif trace not in (None, False, True):
         trace_path = Path(trace)  # type: ignore[arg-type]
-    data = collect_scenario(scenario, trace_path=trace_path, fabric_domains=fabric_domains,
+    data = collect_scenario(api, scenario, trace_path=trace_path, fabric_domains=fabric_domains,
                             monte_carlo_runs=monte_carlo_runs, seed=seed, validation=validation, progress=progress)
     if trace_path is not None and data.get("step", {}).get("trace_file"):
         base = Path(html_path).resolve().parent if html_path is not None else Path.cwd()

@@ -97,9 +97,7 @@ def cluster_part(sc: Any) -> dict[str, Any]:
                "sources": {"system": getattr(sysm, "source", None), "fabric": getattr(fab, "source", None)}})
 
 
-def step_part(sc: Any, trace_path: str | Path | None = None) -> dict[str, Any]:
-    from .. import api
-
+def step_part(api: Any, sc: Any, trace_path: str | Path | None = None) -> dict[str, Any]:
     r = api.simulate(sc)
     d = r.to_dict()
     bd = d["breakdown"]
@@ -172,7 +170,7 @@ def timeline_lanes(tl: Any, *, critical: int = 0, max_lanes: int = 24, px: int =
             "num_ops": len(ops)}
 
 
-def plan_part(sc: Any, top: int = 5) -> dict[str, Any]:
+def plan_part(api: Any, sc: Any, top: int = 5) -> dict[str, Any]:
     from ..planner.planning import PlanRequest, plan
 
     p = sc.plan
@@ -180,14 +178,12 @@ def plan_part(sc: Any, top: int = 5) -> dict[str, Any]:
                       seq_len=p.seq_len, fabric=sc.fabric.id, dtype=p.dtype, top_k=top)
     rep = plan(req, sc.catalog)
     out = rep.to_json()
-    out["memory"] = plan_memory(sc, out["plans"])
+    out["memory"] = plan_memory(api, sc, out["plans"])
     return _f(out)
 
 
-def plan_memory(sc: Any, plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def plan_memory(api: Any, sc: Any, plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Memory per GPU by kind for the scenario's own plan and each top layout (the estimate's model)."""
-    from .. import api
-
     rows = []
     est = api.simulate(sc)
     rows.append({"label": "scenario plan", "gb": est.memory_breakdown_gb, "total_gb": est.memory_gb_per_gpu})
@@ -311,8 +307,7 @@ def reliability_part(sc: Any, tokens_per_s: float | None, days: float = 30.0, ru
     return _f(res.to_dict())
 
 
-def validation_part(name: str = "training", engine: str = "analytical") -> dict[str, Any]:
-    from .. import api
+def validation_part(api: Any, name: str = "training", engine: str = "analytical") -> dict[str, Any]:
     from ..validate import packaged_path
 
     rep = api.validate(name, engine=engine)
@@ -344,10 +339,12 @@ def _part(data: dict[str, Any], key: str, fn: Any, *args: Any, **kw: Any) -> Any
     return data.get(key)
 
 
-def collect_scenario(sc: Any, *, trace_path: str | Path | None = None, fabric_domains: int | None = None,
+def collect_scenario(api: Any, sc: Any, *, trace_path: str | Path | None = None, fabric_domains: int | None = None,
                      monte_carlo_runs: int = 2000, seed: int = 0, validation: bool = True,
                      progress: Any = None) -> dict[str, Any]:
-    """All report parts for one scenario (``api.Scenario``)."""
+    """All report parts for one scenario (``api.Scenario``). ``api``: the facade (``clustertwin.api``)
+    whose ``simulate``, ``build_scenario`` and ``validate`` the report calls; passed in, so that the
+    report sits below the facade in the layers and tests can hand it a fake."""
     steps = ["cluster", "step", "plan", "sweep", "fabric", "reliability"] + (["accuracy"] if validation else [])
     data: dict[str, Any] = {"kind": "scenario", "skipped": {}, "scenario": scenario_header(sc)}
 
@@ -358,9 +355,9 @@ def collect_scenario(sc: Any, *, trace_path: str | Path | None = None, fabric_do
     tick(0)
     _part(data, "cluster", cluster_part, sc)
     tick(1)
-    step = _part(data, "step", step_part, sc, trace_path)
+    step = _part(data, "step", step_part, api, sc, trace_path)
     tick(2)
-    _part(data, "plan", plan_part, sc)
+    _part(data, "plan", plan_part, api, sc)
     tick(3)
     _part(data, "sweep", sweep_part, sc)
     tick(4)
@@ -371,7 +368,7 @@ def collect_scenario(sc: Any, *, trace_path: str | Path | None = None, fabric_do
     _part(data, "reliability", reliability_part, sc, tps, runs=monte_carlo_runs, seed=seed)
     tick(6)
     if validation:
-        _part(data, "accuracy", validation_part)
+        _part(data, "accuracy", validation_part, api)
         tick(7)
     data["assumptions"] = assumptions(data)
     return data
