@@ -71,3 +71,15 @@ def format_seconds(t: float) -> str:
     if t >= 1e-3:
         return f"{t * 1e3:.3f} ms"
     return f"{t * 1e6:.2f} us"
+
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|ns|min)?\s*$")
+_DURATION_MULT = {None: 1.0, "s": 1.0, "ms": MS, "us": US, "ns": NS, "min": 60.0}
+
+
+def parse_duration(text: str) -> float:
+    """Parse a duration: ``2s``, ``80ms``, ``500us``, ``1.5`` (seconds) -> seconds."""
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise InputError(f"cannot read duration {text!r}", hint="write a number with s, ms or us, e.g. 2s, 80ms")
+    return float(m.group(1)) * _DURATION_MULT[m.group(2)]

@@ -509,10 +509,17 @@ def _validate_collectives(rows: list[dict[str, str]], catalog, engine: str = "an
 
 # Validation formats by target column, tried in order (a file with several target columns is read as the
 # first). Other modules may append (column, fn(rows, catalog, engine) -> ValidationReport).
+def _validate_serving(rows, catalog, engine="analytical") -> ValidationReport:
+    from .serving.validation import validate_serving_rows  # serving.csv (SERVING.md)
+
+    return validate_serving_rows(rows, catalog)
+
+
 VALIDATORS: list[tuple[str, Any]] = [
     ("measured_busbw_GBps", _validate_collectives),
     ("measured_step_time_s", _validate_training),
     ("measured_memory_gb_per_gpu", _validate_memory),
+    ("target_metric", _validate_serving),
 ]
 
 

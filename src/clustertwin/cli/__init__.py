@@ -25,6 +25,7 @@ from . import (  # noqa: E402,F401
     reliability_cmd,
     report_cmd,
     schedule_cmd,
+    serve_cmd,
 )
 from ._common import app, console_err, styled
 

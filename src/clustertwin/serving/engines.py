@@ -1,0 +1,67 @@
+"""Serving-engine presets (``serving/data/engines.yaml``): the per-framework constants of the serving twin.
+
+An engine preset holds what differs between serving stacks and is the same for every run of that stack:
+host time per scheduler iteration, the share of free device memory the engine gives the KV cache,
+whether FP8 KV caches run FP8 attention kernels, and how much of the MoE all-to-all is hidden behind
+compute (two-batch overlap). Every value is documented with its source or fit procedure in the YAML.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+from ..errors import InputError, closest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnginePreset:
+    id: str
+    name: str
+    step_overhead_s: float  # host/scheduler time per forward pass not hidden behind the GPU
+    kv_memory_fraction: float  # share of the memory left after weights that the KV cache may use
+    fp8_attention: bool  # FP8 KV cache => FP8 attention kernels (FP8 tensor-core peak)
+    a2a_overlap: float  # fraction of the EP all-to-all hidden behind compute (two-batch overlap)
+    default_max_num_tokens: int
+    default_max_batch: int
+    source: str = ""
+    fitted: dict[str, str] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict:
+    text = (resources.files("clustertwin.serving") / "data" / "engines.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def engine_ids() -> list[str]:
+    return sorted(_table()["engines"])
+
+
+def get_engine(name: str) -> EnginePreset:
+    table = _table()["engines"]
+    key = (name or "generic").strip().lower()
+    if key not in table:
+        raise InputError(f"unknown serving engine {name!r}", suggestions=closest(key, table),
+                         hint="engines: " + ", ".join(sorted(table)))
+    d = dict(table[key])
+    return EnginePreset(
+        id=key, name=d.get("name", key), step_overhead_s=float(d["step_overhead_ms"]) * 1e-3,
+        kv_memory_fraction=float(d["kv_memory_fraction"]), fp8_attention=bool(d["fp8_attention"]),
+        a2a_overlap=float(d["a2a_overlap"]), default_max_num_tokens=int(d["default_max_num_tokens"]),
+        default_max_batch=int(d["default_max_batch"]), source=str(d.get("source", "")),
+        fitted={k: str(v) for k, v in (d.get("fitted") or {}).items()},
+    )
+
+
+def engine_for_framework(text: str) -> EnginePreset:
+    """The preset for a framework as a source names it ("TensorRT-LLM (trtllm-bench ...)", "vLLM", "SGLang ...")."""
+    t = (text or "").lower()
+    for key, words in (("trtllm", ("tensorrt", "trt-llm", "trtllm")), ("vllm", ("vllm",)),
+                       ("sglang", ("sglang",)), ("deepseek", ("deepseek",))):
+        if any(w in t for w in words):
+            return get_engine(key)
+    return get_engine("generic")

@@ -1,0 +1,349 @@
+"""Forward-pass (serving) costs from the training op model: one engine iteration of prefill and decode tokens.
+
+The GEMMs, element-wise kernels and collectives are timed with the same primitives as a training step
+(``clustertwin.sim.costs``: ``gemm_time`` with tile/wave quantisation, ``mem_time``, the single
+``collective_time`` call site), forward only. A decode step is therefore HBM-bound at small batch (each
+GEMM reads its weights once per step: ``gemm_time`` takes max(compute, bytes)) and turns compute-bound as
+the batch grows; prefill is compute-bound. What serving adds (docs/serving.md):
+
+* KV cache: GQA/MHA ``2 g d`` elements per token and layer, MLA ``kv_lora_rank + qk_rope_head_dim``
+  (the compressed latent, one copy shared by all heads), at the KV dtype (FP8 = 1 B, BF16 = 2 B).
+* decode attention: reads the KV of every sequence (bytes / HBM) and, for MLA with absorbed up-projections,
+  computes ``2 a L_kv (2 r_kv + d_rope)`` FLOPs per token and layer, whichever is slower; prefill attention
+  is ``2 a (d_qk + d_v)`` FLOPs per query-key pair (causal) at the fused-attention efficiency of the chip.
+* MoE: tokens routed top-k, the expected number of distinct experts touched (each active expert's weights
+  are read once per step), the busiest GPU's token load under random routing (binomial, mean + z sigma
+  with z = sqrt(2 ln EP)), dispatch (FP8) / combine (BF16) all-to-all over the EP group.
+* DP-attention: attention (and dense layers) data-parallel, each rank its own batch; experts shared.
+
+Units: seconds, bytes, FLOPs. All functions broadcast over numpy arrays of token counts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..hardware import ScaleOutTech, SystemSpec
+from ..placement import ranks_per_domain
+from ..sim.costs import ALL_REDUCE, ALL_TO_ALL, Hardware, collective_time, gemm_time, make_hardware, mem_time
+from ..workload.model import ModelSpec
+from .engines import EnginePreset
+
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp8": 1.0, "int8": 1.0,
+               "nvfp4": 0.5625, "fp4": 0.5625, "int4": 0.5}  # NVFP4: 4-bit + one FP8 scale per 16 values
+# Coherent CPU memory a GPU can stream weights from (NVLink-C2C), bytes/s per direction per GPU.
+# NVIDIA GB200/GB300 NVL72 pages: Grace-Blackwell superchip, NVLink-C2C 900 GB/s bidirectional; taken
+# per GPU (450 GB/s each way), an ASSUMPTION where the per-GPU share of the superchip link is not printed.
+HOST_LINK_BW = {"gb200": 450e9, "gb300": 450e9}
+# KV share kept in HBM when weights spill to host memory: at least this fraction of usable HBM (assumed).
+MIN_KV_SHARE = 0.25
+GEMM_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "int8", "nvfp4": "nvfp4", "fp4": "nvfp4"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    """How one serving instance (engine) is laid out and configured.
+
+    ``tp`` GPUs per instance for dense models (tensor parallel); for MoE with ``ep > tp`` (SGLang/DeepSeek
+    convention: ``--tp 1 --ep 32 --dp-attention``) the instance spans ``ep`` GPUs. ``dp_attention``: each
+    GPU (or each ``attn_tp`` group) runs attention on its own batch. ``max_batch`` is the in-flight request
+    limit per attention rank, ``max_num_tokens`` the token budget of one forward pass per attention rank.
+    """
+
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp_attention: bool = False
+    attn_tp: int = 0  # 0: tp (or 1 with dp_attention)
+    weights_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    max_batch: int = 0  # 0: engine default
+    max_num_tokens: int = 0  # 0: engine default
+    spec_tokens: int = 0  # draft tokens verified per step (MTP depth / EAGLE length)
+    acceptance: float = 0.0  # per-draft-token acceptance probability
+    prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
+
+    @property
+    def gpus(self) -> int:
+        return max(self.tp, self.ep) * self.pp
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A resolved serving instance: model, hardware view, layout and its memory budget."""
+
+    model: ModelSpec
+    hw: Hardware
+    dep: Deployment
+    engine: EnginePreset
+    gpus: int
+    attn_tp: int
+    attn_dp: int
+    ep: int
+    moe_tp: int
+    layers: float  # layers per GPU (pipeline stage)
+    weight_bytes_gpu: float
+    kv_bytes_token_gpu: float  # KV bytes per token held on each GPU of the token's attention rank
+    kv_capacity_tokens: float  # tokens of KV cache one attention rank can hold
+    offload_bytes_gpu: float  # weights streamed from host memory every pass (NVLink-C2C), 0 if they fit
+    max_batch: int
+    max_num_tokens: int
+    w_bytes: float  # bytes per weight element of the GEMMs
+    kv_elem_bytes: float
+    notes: tuple[str, ...]
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Output tokens a sequence gains per decode step (speculative decoding / MTP)."""
+        a, n = self.dep.acceptance, self.dep.spec_tokens
+        return 1.0 + sum(a ** i for i in range(1, n + 1))
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
+    """KV-cache bytes of one token over all layers (MLA latent, or K and V of every KV head)."""
+    if model.is_mla:
+        return model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * kv_bytes
+    return model.num_layers * 2.0 * model.num_kv_heads * model.head_dim * kv_bytes
+
+
+def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech, dep: Deployment,
+                   engine: EnginePreset, *, catalog=None) -> Instance:
+    """Resolve the layout of one instance and its memory budget; clear errors for impossible layouts."""
+    notes: list[str] = []
+    wd = dep.weights_dtype.lower()
+    if wd not in GEMM_DTYPE:
+        raise InputError(f"unknown weights dtype {dep.weights_dtype!r}", hint="use bf16, fp8, int8 or nvfp4")
+    gdt = GEMM_DTYPE[wd]
+    acc = system.accelerator
+    if acc.peak(gdt) <= 0:
+        fallback = "fp8" if acc.peak("fp8") > 0 and gdt in ("nvfp4", "int8") else "bf16"
+        notes.append(f"{acc.name} has no {gdt} tensor-core peak: GEMMs run at {fallback} (weights stay {wd})")
+        gdt = fallback
+    hw = make_hardware(system, scaleout, gdt, catalog=catalog)
+    for name in ("tp", "ep", "pp"):
+        if getattr(dep, name) < 1:
+            raise InputError(f"{name} must be >= 1, got {getattr(dep, name)}", hint=f"pass --{name} 1 or more")
+    G = dep.gpus
+    per_stage = G // dep.pp
+    attn_tp = dep.attn_tp or (1 if dep.dp_attention else per_stage)
+    if per_stage % attn_tp:
+        raise InputError(f"attention TP {attn_tp} does not divide the {per_stage} GPUs of a pipeline stage",
+                         hint="pick tp/ep so that the GPUs per stage are a multiple of the attention TP")
+    attn_dp = per_stage // attn_tp
+    ep = dep.ep if model.is_moe else 1
+    if model.is_moe:
+        if per_stage % ep:
+            raise InputError(f"EP {ep} does not divide the {per_stage} GPUs of a pipeline stage", hint="use an EP that divides tp")
+        if model.num_experts % ep and ep <= model.num_experts:
+            notes.append(f"{model.num_experts} experts do not split evenly over EP {ep}: the busiest GPU holds ceil(E/EP)")
+    moe_tp = per_stage // ep if model.is_moe else 1
+    if model.num_layers < dep.pp:
+        raise InputError(f"pp {dep.pp} exceeds the {model.num_layers} layers of {model.id}", hint="use a smaller --pp")
+    layers = model.num_layers / dep.pp
+
+    w_bytes = DTYPE_BYTES[wd]
+    kv_elem = DTYPE_BYTES.get(dep.kv_dtype.lower(), 2.0)
+    L, h, V = model.num_layers, model.hidden_size, model.vocab_size
+    # weights per GPU: attention + dense MLP + shared experts split over attention TP; routed experts over
+    # EP x expert-TP; embedding and LM head (BF16) vocab-parallel over attention TP
+    attn_p = L * model.attention_params()
+    dense_p = (L - model.num_moe_layers) * model.dense_mlp_params()
+    shared_p = model.num_moe_layers * model.num_shared_experts * model.expert_params()
+    experts_gpu = math.ceil(model.num_experts / ep) if model.is_moe else 0
+    routed_p = model.num_moe_layers * experts_gpu * model.expert_params() / moe_tp
+    emb_p = V * h * (1 if model.tied_embeddings else 2)
+    weight_bytes = ((attn_p + dense_p + shared_p) / attn_tp + routed_p) * w_bytes / dep.pp + emb_p * 2.0 / attn_tp
+    if dep.pp > 1:
+        weight_bytes -= emb_p * 2.0 / attn_tp * (1 - 1 / dep.pp)  # embedding / head on the end stages only
+    kv_tok = kv_bytes_per_token(model, kv_elem) / dep.pp
+    if not model.is_mla:
+        kv_tok /= min(attn_tp, model.num_kv_heads)  # KV heads split over TP (replicated beyond g)
+    cap = hw.hbm_bytes - hw.eff.runtime_overhead_bytes - weight_bytes
+    max_tokens = dep.max_num_tokens or engine.default_max_num_tokens
+    act = max_tokens * (h * 2.0 * 8 + (model.ffn_hidden_size / attn_tp) * 2.0 * 3)  # forward activations of one pass
+    cap = (cap - act) * engine.kv_memory_fraction
+    offload = 0.0
+    host_bw = HOST_LINK_BW.get(acc.id, 0.0)
+    if cap < MIN_KV_SHARE * hw.hbm_bytes and host_bw:
+        offload = MIN_KV_SHARE * hw.hbm_bytes - cap
+        cap = MIN_KV_SHARE * hw.hbm_bytes
+        notes.append(f"weights exceed HBM: {offload / 1e9:.0f} GB per GPU streamed from Grace memory over NVLink-C2C each pass")
+    if cap <= 0:
+        need = (weight_bytes + hw.eff.runtime_overhead_bytes) / 1e9
+        raise InputError(
+            f"{model.id} does not fit: {need:.0f} GB of weights+runtime per GPU vs {hw.hbm_bytes / 1e9:.0f} GB usable on {acc.name}",
+            hint="use more GPUs per instance (--tp/--ep), lower-precision weights (--weights-dtype fp8/nvfp4) or a larger-memory GPU",
+        )
+    kv_capacity = cap / kv_tok
+    return Instance(
+        model=model, hw=hw, dep=dep, engine=engine, gpus=G, attn_tp=attn_tp, attn_dp=attn_dp, ep=ep,
+        moe_tp=moe_tp, layers=layers, weight_bytes_gpu=weight_bytes, kv_bytes_token_gpu=kv_tok,
+        kv_capacity_tokens=kv_capacity, offload_bytes_gpu=offload, max_batch=dep.max_batch or engine.default_max_batch,
+        max_num_tokens=max_tokens, w_bytes=w_bytes, kv_elem_bytes=kv_elem, notes=tuple(notes),
+    )
+
+
+def _gemm(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0):
+    """``gemm_time`` with split-K for skinny (decode) GEMMs: when the output tiles cannot fill the SMs,
+    serving kernels split K into ``s`` slices (s partial GEMMs of K/s, CUTLASS split-K / stream-K), so
+    the GEMM is timed as ``s`` batched GEMMs of depth K/s (same FLOPs and weight bytes, all SMs busy)."""
+    e = hw.eff
+    M = np.maximum(np.asarray(M, dtype=float), 1.0)
+    tiles = np.ceil(M / e.gemm_tile_m) * np.ceil(float(N) / e.gemm_tile_n) * np.asarray(batch, dtype=float)
+    s = np.clip(np.floor(e.num_sms / np.maximum(tiles, 1.0)), 1.0, max(1.0, float(K) / 256.0))
+    return gemm_time(hw, M, N, float(K) / s, np.asarray(batch, dtype=float) * s, in_bytes=in_bytes)
+
+
+STEP_FIELDS = ("gemm_s", "attention_s", "moe_s", "elementwise_s", "tp_comm_s", "ep_comm_s", "logits_s",
+               "offload_s", "overhead_s")
+
+
+def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None) -> dict[str, np.ndarray]:
+    """Time of one forward pass on one GPU (one pipeline stage), by component.
+
+    Per attention rank: ``tokens`` new tokens in the pass (decode + prefill chunk), ``kv_read_tokens``
+    the summed KV length the decode tokens attend to, ``prefill_pairs`` the summed causal query-key pairs
+    of the prefill tokens, ``logit_tokens`` the tokens that need logits (default: all ``tokens``).
+    """
+    m, hw, dep, eng = inst.model, inst.hw, inst.dep, inst.engine
+    n = np.maximum(np.asarray(tokens, dtype=float), 1.0)
+    kv_read = np.asarray(kv_read_tokens, dtype=float)
+    pairs = np.asarray(prefill_pairs, dtype=float)
+    nl = n if logit_tokens is None else np.maximum(np.asarray(logit_tokens, dtype=float), 1.0)
+    t, h, a = float(inst.attn_tp), float(m.hidden_size), float(m.num_attention_heads)
+    wb = inst.w_bytes
+    heads = a / t
+    layers = inst.layers
+    kern = hw.eff.kernel_overhead_s
+
+    # ---- attention projections (per layer) ----------------------------------------------------
+    if m.is_mla:
+        rq, rkv = float(m.q_lora_rank), float(m.kv_lora_rank)
+        dn, dr, dv = float(m.qk_nope_head_dim), float(m.qk_rope_head_dim), float(m.v_head_dim)
+        shapes = [(rq, h), (a * (dn + dr) / t, rq)] if rq else [(a * (dn + dr) / t, h)]
+        shapes += [(rkv + dr, h), (a * (dn + dv) / t, rkv), (h, a * dv / t)]
+    else:
+        g, d = float(m.num_kv_heads), float(m.head_dim)
+        shapes = [((a / t + 2.0 * max(g / t, 1.0)) * d, h), (h, a * d / t)]
+    proj = sum(_gemm(hw, n, N, K, in_bytes=wb) for N, K in shapes)
+
+    # ---- attention core ------------------------------------------------------------------------
+    attn_peak = hw.peak_bf16
+    if eng.fp8_attention and inst.kv_elem_bytes <= 1.0:
+        attn_peak = max(hw.system.accelerator.peak("fp8"), hw.peak_bf16)
+    eff_attn = hw.eff.attention_efficiency
+    kv_layer_bytes = inst.kv_bytes_token_gpu / layers  # this GPU's share of one token's KV, one layer
+    if m.is_mla:
+        dec_flops = 2.0 * heads * kv_read * (2.0 * m.kv_lora_rank + m.qk_rope_head_dim)
+        pre_flops = 2.0 * heads * pairs * (m.qk_head_dim + m.v_dim)
+    else:
+        dec_flops = 2.0 * heads * kv_read * (2.0 * m.head_dim)
+        pre_flops = 2.0 * heads * pairs * (2.0 * m.head_dim)
+    dec_attn = np.maximum(kv_read * kv_layer_bytes / (hw.hbm_bw * hw.eff.hbm_efficiency),
+                          dec_flops / (attn_peak * eff_attn))
+    s_half = hw.eff.attention_seq_half
+    mean_ctx = np.where(n > 0, pairs / n, 0.0)
+    pre_rate = attn_peak * eff_attn * (mean_ctx + 1.0) / (mean_ctx + 1.0 + s_half)
+    pre_attn = pre_flops / pre_rate
+    attn = dec_attn + pre_attn + 2 * kern
+
+    # ---- MLP / MoE -------------------------------------------------------------------------------
+    mats = 2.0 if m.swiglu else 1.0
+    frac_moe = m.num_moe_layers / m.num_layers if m.is_moe else 0.0
+    f = float(m.ffn_hidden_size)
+    dense = _gemm(hw, n, mats * f / t, h, in_bytes=wb) + _gemm(hw, n, h, f / t, in_bytes=wb)
+    moe = np.zeros_like(n)
+    ep_comm = np.zeros_like(n)
+    moe_mem = np.zeros_like(n)
+    if m.is_moe:
+        E, k, fe = float(m.num_experts), float(m.moe_topk), float(m.moe_ffn_hidden_size)
+        ep, etp = float(inst.ep), float(inst.moe_tp)
+        # unique tokens entering the MoE layer across the instance's stage: each attention rank brings n
+        tok_inst = n * inst.attn_dp
+        slots = tok_inst * k
+        e_loc = math.ceil(E / ep)
+        active = e_loc * (1.0 - np.power(1.0 - k / E, tok_inst))  # distinct local experts hit this pass
+        mean_load = slots / ep
+        z = math.sqrt(2.0 * math.log(ep)) if ep > 1 else 0.0
+        load = mean_load + z * np.sqrt(mean_load * (1.0 - 1.0 / ep))  # busiest GPU (binomial routing)
+        m_exp = load / np.maximum(active, 1e-9)
+        moe = (_gemm(hw, m_exp, mats * fe / etp, h, active, in_bytes=wb)
+               + _gemm(hw, m_exp, h, fe / etp, active, in_bytes=wb))
+        if m.num_shared_experts:
+            fsh = fe * m.num_shared_experts
+            moe = moe + _gemm(hw, n, mats * fsh / t, h, in_bytes=wb) + _gemm(hw, n, h, fsh / t, in_bytes=wb)
+        moe = moe + _gemm(hw, n, E, h, in_bytes=2.0)  # router
+        moe_mem = mem_time(hw, load * h * 2.0 * 4.0 + load * fe / etp * 2.0 * 3.0, 4)  # permute/unpermute, act
+        if inst.attn_dp > 1 or ep > t:
+            # tokens leave their attention rank: dispatch (FP8) + combine (BF16) all-to-all over EP
+            r_ep = ranks_per_domain(ep, etp, hw.domain)
+            per_rank = n * k / t * h  # elements one GPU sends
+            disp = collective_time(ALL_TO_ALL, per_rank * 1.0, ep, r_ep, hw)
+            comb = collective_time(ALL_TO_ALL, per_rank * 2.0, ep, r_ep, hw)
+            ep_comm = (disp + comb) * (1.0 - eng.a2a_overlap)
+    mlp = (1 - frac_moe) * dense
+    moe = frac_moe * (moe + moe_mem)
+    ep_comm = frac_moe * ep_comm
+
+    # ---- element-wise: 2 norms, 2 residual adds, RoPE, activation (BF16 read+write) ----------------
+    act_f = (1 - frac_moe) * f / t
+    elem = mem_time(hw, 2.0 * n * (10.0 * h + 3.0 * act_f + 2.0 * heads * m.qk_head_dim), 6)
+
+    # ---- TP all-reduce after attention and after the MLP (attention-TP group) ---------------------
+    tp_comm = np.zeros_like(n)
+    if t > 1:
+        r_tp = ranks_per_domain(t, 1.0, hw.domain)
+        # (TP+EP inside the TP group: the MoE output is reduced by the same all-reduce)
+        tp_comm = 2.0 * collective_time(ALL_REDUCE, n * h * 2.0, t, r_tp, hw)
+
+    logits = _gemm(hw, nl, m.vocab_size / t, h, in_bytes=2.0) / dep.pp
+    out = {
+        "gemm_s": layers * (proj + mlp), "attention_s": layers * attn, "moe_s": layers * moe,
+        "elementwise_s": layers * elem, "tp_comm_s": layers * tp_comm, "ep_comm_s": layers * ep_comm,
+        "logits_s": logits, "overhead_s": np.full_like(n, eng.step_overhead_s),
+    }
+    # weights streamed from host memory are prefetched layer by layer: only what exceeds the compute shows
+    busy = sum(out[k] for k in ("gemm_s", "attention_s", "moe_s", "elementwise_s", "tp_comm_s", "ep_comm_s", "logits_s"))
+    host_bw = HOST_LINK_BW.get(hw.system.accelerator.id, 0.0)
+    off = inst.offload_bytes_gpu / host_bw if inst.offload_bytes_gpu and host_bw else 0.0
+    out["offload_s"] = np.maximum(off - busy, 0.0)
+    shape = np.broadcast(*out.values()).shape
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}
+
+
+def step_time(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None) -> np.ndarray:
+    c = step_costs(inst, tokens, kv_read_tokens, prefill_pairs, logit_tokens)
+    return sum(c[k] for k in STEP_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """A fast step-time model for the simulator: ``base(tokens)`` on a grid + linear attention terms.
+
+    ``step(tokens, kv_read, pairs) = interp(base, tokens) + kv_coef * kv_read + pair_coef * pairs`` —
+    attention is linear in the KV read (bytes or FLOPs) and in the prefill query-key pairs, the rest is a
+    function of the tokens in the pass only. Built from ``step_costs`` so both share one op model.
+    """
+
+    grid: np.ndarray
+    base: np.ndarray
+    kv_coef: float
+    pair_coef: float
+
+    def __call__(self, tokens, kv_read, pairs):
+        return np.interp(tokens, self.grid, self.base) + self.kv_coef * kv_read + self.pair_coef * pairs
+
+
+def step_model(inst: Instance, max_tokens: int) -> StepModel:
+    grid = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(64, max(65, max_tokens), 96)]).round())
+    base = step_time(inst, grid, 0.0, 0.0)
+    big = 1e7
+    kv_coef = float((step_time(inst, 1.0, big, 0.0) - step_time(inst, 1.0, 0.0, 0.0)) / big)
+    ctx = 2048.0
+    pairs = 64.0 * ctx
+    pair_coef = float((step_time(inst, 64.0, 0.0, pairs) - step_time(inst, 64.0, 0.0, 0.0)) / pairs)
+    return StepModel(grid=grid, base=np.asarray(base, dtype=float), kv_coef=kv_coef, pair_coef=pair_coef)

@@ -1,0 +1,123 @@
+"""The serving facade the CLI calls: resolve names, build the instance, run the requested estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError
+from ..workload.model import get_model
+from .analytical import Workload, offline
+from .engines import get_engine
+from .phases import Deployment, build_instance
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeRequest:
+    model: str
+    system: str
+    gpus: int = 0  # 0: one instance
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp_attention: bool = False
+    weights_dtype: str = "fp8"
+    kv_dtype: str = "fp8"
+    engine: str = "generic"
+    max_batch: int = 0
+    max_num_tokens: int = 0
+    spec_tokens: int = 0
+    acceptance: float = 0.0
+    prefix_hit_rate: float = 0.0
+    input_len: float = 1024
+    output_len: float = 256
+    qps: float = 0.0
+    offline: bool = True
+    requests: int = 2000
+    seed: int = 0
+    ttft_slo_s: float = 0.0
+    tpot_slo_s: float = 0.0
+    disaggregate: str = ""  # "P:D" GPUs of the prefill and decode pools
+    scaleout: str = ""
+
+
+def parse_pd(text: str) -> tuple[int, int]:
+    try:
+        p, d = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise InputError(f"--disaggregate {text!r} is not P:D", hint="give GPU counts of the prefill and decode pools, e.g. --disaggregate 8:24") from None
+    if p <= 0 or d <= 0:
+        raise InputError(f"--disaggregate {text!r}: both pools need GPUs", hint="e.g. --disaggregate 8:24")
+    return p, d
+
+
+def resolve(req: ServeRequest, catalog=None):
+    from ..catalog import load_catalog
+
+    catalog = catalog or load_catalog()
+    model = get_model(req.model)
+    system = catalog.system(req.system)
+    scaleout = catalog.fabric(req.scaleout or system.default_scaleout)
+    engine = get_engine(req.engine)
+    dep = Deployment(tp=req.tp, ep=req.ep if model.is_moe else 1, pp=req.pp, dp_attention=req.dp_attention,
+                     weights_dtype=req.weights_dtype, kv_dtype=req.kv_dtype, max_batch=req.max_batch,
+                     max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
+                     prefix_hit_rate=req.prefix_hit_rate)
+    if not 0.0 <= req.acceptance <= 1.0:
+        raise InputError(f"acceptance must be in [0, 1], got {req.acceptance}", hint="pass --acceptance 0.7")
+    if not 0.0 <= req.prefix_hit_rate < 1.0:
+        raise InputError(f"prefix hit rate must be in [0, 1), got {req.prefix_hit_rate}", hint="pass --prefix-hit 0.5")
+    return catalog, model, system, scaleout, engine, dep
+
+
+def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
+    """`clustertwin serve estimate`: offline closed form, or the server simulation with --qps."""
+    catalog, model, system, scaleout, engine, dep = resolve(req, catalog)
+    scenario = "offline" if req.offline or req.qps <= 0 else "server"
+    wl = Workload(input_len=req.input_len, output_len=req.output_len, scenario=scenario, qps=req.qps,
+                  ttft_slo_s=req.ttft_slo_s, tpot_slo_s=req.tpot_slo_s)
+    gpus = req.gpus or dep.gpus
+    if gpus % dep.gpus:
+        raise InputError(f"--gpus {gpus} is not a multiple of the {dep.gpus} GPUs of one instance",
+                         hint="pass a multiple of max(tp, ep) * pp")
+    if req.disaggregate:
+        from .disagg import evaluate
+
+        p, d = parse_pd(req.disaggregate)
+        pre = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
+        dec = pre
+        res = evaluate(pre, dec, wl, p, d, same_domain=p + d <= system.devices_per_domain)
+        out = {"mode": "disaggregated", "model": model.id, "system": system.id, "gpus": p + d, **res.to_dict()}
+        return out
+    inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
+    replicas = gpus // inst.gpus
+    base = offline(inst, wl.input_len, wl.output_len)
+    out: dict[str, Any] = {
+        "mode": scenario, "model": model.id, "system": system.id, "gpus": gpus, "replicas": replicas,
+        "gpus_per_instance": inst.gpus, "attention_tp": inst.attn_tp, "attention_dp": inst.attn_dp, "ep": inst.ep,
+        "engine": engine.id, "input_len": wl.input_len, "output_len": wl.output_len,
+    }
+    if scenario == "offline":
+        out.update({
+            "tokens_per_s_per_gpu": base.tokens_per_s_per_gpu, "tokens_per_s": base.tokens_per_s_per_gpu * gpus,
+            "tokens_per_s_per_user": base.tokens_per_s_per_user, "tpot_s": base.tpot_s, "ttft_s": base.ttft_s,
+            "batch_per_rank": base.batch_per_rank, "pass_time_s": base.pass_time_s, "kv_limited": base.kv_limited,
+            "memory": base.memory, "breakdown": base.breakdown, "notes": list(base.notes),
+        })
+        return out
+    from .simulate import simulate
+
+    ranks = replicas * inst.attn_dp
+    sim = simulate(inst, wl, qps=req.qps / ranks, requests=req.requests, seed=req.seed)
+    g_rank = inst.attn_tp * inst.dep.pp
+    out.update({
+        "qps": req.qps, "requests_simulated": sim.requests, "tokens_per_s": sim.output_tokens_per_s * ranks,
+        "tokens_per_s_per_gpu": sim.output_tokens_per_s / g_rank, "ttft_s": sim.ttft_s, "tpot_s": sim.tpot_s,
+        "mean_batch_per_rank": sim.mean_batch, "saturation_tokens_per_s_per_gpu": base.tokens_per_s_per_gpu,
+        "memory": base.memory, "notes": list(base.notes) + [f"simulated one of {ranks} attention ranks at {req.qps / ranks:.4g} req/s (seed {req.seed})"],
+    })
+    if wl.ttft_slo_s or wl.tpot_slo_s:
+        from .simulate import meets
+
+        out["meets_slo"] = meets(sim, wl)
+    return out

@@ -1,0 +1,98 @@
+"""Serving op model: KV sizes, decode HBM-bound / prefill compute-bound, MoE and DP-attention layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clustertwin.errors import InputError
+from clustertwin.serving import (
+    Deployment,
+    build_instance,
+    get_engine,
+    kv_bytes_per_token,
+    offline,
+    prefill_phase,
+)
+from clustertwin.serving.phases import step_costs, step_model, step_time
+from clustertwin.workload.model import get_model
+
+
+def _inst(catalog, model="llama2-70b", system="hgx-h100", **kw):
+    sysm = catalog.system(system)
+    return build_instance(get_model(model), sysm, catalog.fabric(sysm.default_scaleout), Deployment(**kw),
+                          get_engine(kw.pop("engine", "trtllm") if "engine" in kw else "trtllm"), catalog=catalog)
+
+
+def test_kv_bytes_mla_gqa():
+    # DeepSeek-V3 MLA latent (512 + 64) x 61 layers at FP8 = 35,136 B (LMSYS GB300 blog; serving_models.csv)
+    assert kv_bytes_per_token(get_model("deepseek-v3"), 1.0) == 35136
+    # Llama 2 70B GQA: 2 x 8 KV heads x 128 x 80 layers x 2 B = 327,680 B
+    assert kv_bytes_per_token(get_model("llama2-70b"), 2.0) == 327680
+
+
+def test_decode_is_hbm_bound_at_small_batch(catalog):
+    inst = _inst(catalog, tp=1, weights_dtype="fp8", kv_dtype="fp8")
+    t1 = float(step_time(inst, 1, 1000, 0))
+    t_weights = inst.weight_bytes_gpu / inst.hw.hbm_bw
+    # one token per step reads every weight once: within 1x-1.6x of the pure weight-read time
+    assert t_weights < t1 < 1.6 * t_weights
+    ts = step_time(inst, np.array([1, 16, 64, 256, 1024]), np.array([1, 16, 64, 256, 1024]) * 1000.0, 0)
+    assert np.all(np.diff(ts) > 0)
+    # batching amortises the weight reads: 64 sequences cost far less than 64 single steps
+    assert ts[2] < 3 * ts[0]
+
+
+def test_prefill_is_compute_bound(catalog):
+    inst = _inst(catalog, tp=8, weights_dtype="fp8", kv_dtype="fp8")
+    c = step_costs(inst, 8192, 0, 8192 * 1024)
+    flops = 2.0 * get_model("llama2-70b").num_params() * 8192 / 8
+    gemm_rate = flops / float(c["gemm_s"])
+    peak = catalog.accelerator("h100-sxm").peak("fp8")
+    assert 0.3 * peak < gemm_rate < peak
+
+
+def test_moe_dp_attention_layout_and_alltoall(catalog):
+    inst = _inst(catalog, model="deepseek-v3", system="gb200-nvl72", tp=1, ep=32, dp_attention=True,
+                 weights_dtype="fp8", kv_dtype="fp8")
+    assert (inst.gpus, inst.attn_tp, inst.attn_dp, inst.ep) == (32, 1, 32, 32)
+    c = step_costs(inst, 128, 128 * 2000, 0)
+    assert float(c["ep_comm_s"]) > 0 and float(c["tp_comm_s"]) == 0
+    # wider EP: fewer experts per GPU, smaller weight footprint
+    wide = _inst(catalog, model="deepseek-v3", system="gb200-nvl72", tp=1, ep=64, dp_attention=True,
+                 weights_dtype="fp8", kv_dtype="fp8")
+    assert wide.weight_bytes_gpu < inst.weight_bytes_gpu
+
+
+def test_does_not_fit_is_clear_error(catalog):
+    with pytest.raises(InputError, match="does not fit"):
+        _inst(catalog, model="llama3.1-405b", tp=1, weights_dtype="bf16")
+
+
+def test_offline_kv_capacity_decides_batch(catalog):
+    bf16 = offline(_inst(catalog, tp=2, weights_dtype="fp8", kv_dtype="bf16", max_batch=4096), 1000, 1000)
+    fp8 = offline(_inst(catalog, tp=2, weights_dtype="fp8", kv_dtype="fp8", max_batch=4096), 1000, 1000)
+    assert bf16.kv_limited and fp8.kv_limited
+    assert fp8.batch_per_rank == pytest.approx(2 * bf16.batch_per_rank, rel=1e-6)
+    assert fp8.tokens_per_s_per_gpu > bf16.tokens_per_s_per_gpu
+
+
+def test_speculative_decoding_raises_throughput(catalog):
+    base = offline(_inst(catalog, model="deepseek-v3", system="gb200-nvl72", tp=1, ep=8, dp_attention=True,
+                         weights_dtype="fp8", kv_dtype="fp8", max_batch=64), 2000, 1000)
+    mtp = offline(_inst(catalog, model="deepseek-v3", system="gb200-nvl72", tp=1, ep=8, dp_attention=True,
+                        weights_dtype="fp8", kv_dtype="fp8", max_batch=64, spec_tokens=1, acceptance=0.8), 2000, 1000)
+    assert mtp.tokens_per_s_per_user > 1.3 * base.tokens_per_s_per_user
+
+
+def test_prefix_hits_raise_prefill_rate(catalog):
+    cold = prefill_phase(_inst(catalog, tp=8, weights_dtype="fp8"), 4000)
+    warm = prefill_phase(_inst(catalog, tp=8, weights_dtype="fp8", prefix_hit_rate=0.5), 4000)
+    assert warm.tokens_per_s_per_gpu > 1.5 * cold.tokens_per_s_per_gpu
+
+
+def test_step_model_matches_op_model(catalog):
+    inst = _inst(catalog, tp=2, weights_dtype="fp8", kv_dtype="fp8")
+    sm = step_model(inst, 8192)
+    for tok, kv, pairs in ((37, 37 * 1500, 0.0), (900, 200 * 1500, 700 * 500.0)):
+        assert float(sm(tok, kv, pairs)) == pytest.approx(float(step_time(inst, tok, kv, pairs)), rel=0.05)

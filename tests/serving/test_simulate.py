@@ -1,0 +1,49 @@
+"""Continuous-batching simulation: determinism, load response, agreement with the closed form."""
+
+from __future__ import annotations
+
+import pytest
+
+from clustertwin.serving import Deployment, Workload, build_instance, get_engine, offline
+from clustertwin.serving.simulate import search_qps, simulate
+from clustertwin.workload.model import get_model
+
+
+@pytest.fixture(scope="module")
+def inst(catalog):
+    s = catalog.system("hgx-h100")
+    return build_instance(get_model("llama3.1-8b"), s, catalog.fabric(s.default_scaleout),
+                          Deployment(tp=1, weights_dtype="fp8", kv_dtype="fp8", max_batch=128), get_engine("trtllm"),
+                          catalog=catalog)
+
+
+def test_deterministic_with_seed(inst):
+    wl = Workload(input_len=500, output_len=100, scenario="server", input_cv=0.5, output_cv=0.5)
+    a = simulate(inst, wl, qps=20, requests=300, seed=3)
+    b = simulate(inst, wl, qps=20, requests=300, seed=3)
+    c = simulate(inst, wl, qps=20, requests=300, seed=4)
+    assert a == b
+    assert a.ttft_s != c.ttft_s
+
+
+def test_load_raises_latency(inst):
+    wl = Workload(input_len=500, output_len=100, scenario="server")
+    low = simulate(inst, wl, qps=5, requests=300)
+    high = simulate(inst, wl, qps=60, requests=300)
+    assert high.tpot_s["p50"] > low.tpot_s["p50"]
+    assert high.mean_batch > low.mean_batch
+    assert low.ttft_s["p99"] >= low.ttft_s["p50"]
+
+
+def test_offline_sim_agrees_with_closed_form(inst):
+    wl = Workload(input_len=1000, output_len=200, scenario="offline")
+    sim = simulate(inst, wl, requests=1500)
+    est = offline(inst, 1000, 200)
+    assert sim.output_tokens_per_s == pytest.approx(est.tokens_per_s_instance, rel=0.2)
+
+
+def test_slo_search_meets_bounds(inst):
+    wl = Workload(input_len=500, output_len=100, scenario="server", ttft_slo_s=0.5, tpot_slo_s=0.03)
+    s = search_qps(inst, wl, requests=300, iters=5)
+    assert s.qps_per_rank > 0
+    assert s.sim.ttft_s["p99"] <= 0.5 and s.sim.tpot_s["p99"] <= 0.03

@@ -1,0 +1,80 @@
+"""Serving validation (packaged serving.csv) and the serve CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from clustertwin.cli import main
+from clustertwin.serving.validation import predict_serving_row, row_inputs
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+QUICK = ("mlperf41-0048-llama2-70b-offline", "trtllm-perf-llama3.1-405b-h100-tp8-fp8-isl5000-osl500",
+         "lmsys-h100x32-prefill-ep32-isl4k", "lmsys-gb200-p2-decode-lowprec-isl2k")
+
+
+def _rows(validation_dir):
+    with (validation_dir / "serving.csv").open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_rows_use_only_normalised_columns(validation_dir, catalog):
+    rows = {r["id"]: r for r in _rows(validation_dir)}
+    for rid in QUICK:
+        row = dict(rows[rid])
+        base = predict_serving_row(row, catalog).predicted
+        for col in ("source", "source_locator", "notes", "tokens_per_s_per_gpu", "tokens_per_s_total",
+                    "prefill_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu", "target_qps", "samples_per_s"):
+            row[col] = "999999"
+        row["id"] = "renamed"
+        assert predict_serving_row(row, catalog).predicted == base
+
+
+def test_unknown_inputs_get_stated_defaults(validation_dir, catalog):
+    row = next(r for r in _rows(validation_dir) if r["id"] == "mlperf51-0015-llama2-70b-offline")
+    *_, assumed = row_inputs(row, catalog)
+    assert any("parallelism not stated" in a for a in assumed)
+    assert any("mean input length" in a for a in assumed)
+
+
+def test_validate_cli_contract(validation_dir, tmp_path, capsys):
+    rows = [r for r in _rows(validation_dir) if r["id"] in QUICK]
+    path = tmp_path / "subset.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    code, out, err = run_cli(capsys, "validate", str(path), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {r["id"] for r in doc["rows"]} == set(QUICK)
+    for r in doc["rows"]:
+        assert set(r) >= {"id", "measured", "predicted", "error_pct"}
+        assert abs(r["error_pct"]) < 60
+    assert doc["mape_pct"] < 40
+
+
+def test_serve_estimate_json_and_errors(capsys):
+    code, out, err = run_cli(capsys, "serve", "estimate", "--model", "llama2-70b", "--system", "hgx-h100", "--tp", "2",
+                             "--gpus", "8", "--input-len", "1000", "--output-len", "500", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["replicas"] == 4 and doc["tokens_per_s_per_gpu"] > 0
+    assert doc["tokens_per_s"] == doc["tokens_per_s_per_gpu"] * 8
+    code, out, err = run_cli(capsys, "serve", "estimate", "--model", "llama2-70c", "--system", "hgx-h100")
+    assert code == 2 and "llama2-70b" in err and out == ""
+    code, out, err = run_cli(capsys, "serve", "estimate", "--model", "llama3.1-8b", "--system", "hgx-h100", "--gpus", "8",
+                             "--qps", "40", "--requests", "400", "--input-len", "500", "--output-len", "100",
+                             "--tpot-slo", "50ms", "--json")
+    assert code == 0, err
+    sdoc = json.loads(out)
+    assert sdoc["ttft_s"]["p99"] >= sdoc["ttft_s"]["p50"] and "meets_slo" in sdoc
