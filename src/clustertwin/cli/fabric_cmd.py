@@ -27,6 +27,8 @@ def _what(name: str) -> str:
 
 
 def _pairs(items: list[str] | None, flag: str) -> dict:
+    import math
+
     out: dict = {}
     for it in items or ():
         key, sep, val = it.partition(":")
@@ -36,6 +38,9 @@ def _pairs(items: list[str] | None, flag: str) -> dict:
             raise InputError(f"{flag} {it!r}: expected INDEX:VALUE, e.g. 3:0.5") from None
         if not sep:
             raise InputError(f"{flag} {it!r}: expected INDEX:VALUE, e.g. 3:0.5")
+        if not math.isfinite(out[int(key)]) or out[int(key)] < 0:
+            raise InputError(f"{flag} {it!r}: the value must be a finite number >= 0, got {val.strip()!r}",
+                             hint="e.g. 3:0.5 (a fraction for --slow-nic/--degrade-link, seconds for --straggler)")
     return out
 
 

@@ -3,13 +3,20 @@
 * ``ecmp``: per-flow hashing -- one equal-cost path drawn with the caller's seeded generator
   (a flow keeps its path in every repetition, like a long-lived RDMA connection). With failed
   links the hash picks among the remaining valid paths.
-* ``adaptive``: at flow start, the path whose most-loaded link (flows per byte/s already
-  assigned) is least loaded; ties broken by the seeded generator. Flows starting together are
-  placed one after another in flow order.
-* ``spray``: the flow is split equally over every valid equal-cost path (fractional link loads).
-  On a fabric whose switch links are all healthy and equal, all up-links of a leaf (and of a pod)
-  carry exactly the same sprayed load, so they are merged into one *bundle* link with their summed
-  capacity -- exact, and six links per flow instead of thousands.
+* ``adaptive``: per-packet adaptive routing (InfiniBand AR, Spectrum-X): every switch sends each
+  packet on the least-loaded of its up-ports towards the destination, so the traffic leaving a
+  leaf (and a pod) is balanced over the working up-links in proportion to their capacity. In a
+  flow model that is a flow split over the up-links of its leaf and pod with equal utilisation on
+  every member: each group of up-links (and down-links) is one *bundle* link with the summed
+  capacity of its working members. Failed links therefore cost only their share of capacity
+  (one failed cable of 32 uplinks: 32/31), and degraded links carry proportionally less. Planes
+  (dual-plane) are used equally where both NIC ports of a flow are up.
+* ``spray``: oblivious packet spraying -- the flow is split *equally* over every valid equal-cost
+  path (fractional link loads), so a degraded link still gets its equal share and is the
+  bottleneck. On a fabric whose switch links are all healthy and equal this is the bundle model
+  above (every member carries exactly the same load: exact, and six links per flow instead of
+  thousands), so spray and adaptive coincide there; with failed or degraded links spraying uses
+  explicit per-class weights over the valid paths.
 
 Entry ``A[f, l]`` is the fraction of flow ``f``'s rate that crosses link ``l``.
 """
@@ -20,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError, UnknownNameError
+from .engine import to_padded
 from .topology import FabricTopology
 
 ROUTINGS = ("ecmp", "adaptive", "spray")
@@ -59,6 +67,8 @@ def _class_candidates(topo: FabricTopology, a: int, b: int, src: int, dst: int) 
 
 def _rows_to_csr(links: np.ndarray, weights: np.ndarray | None, n_rows: int, n_cols: int) -> sp.csr_matrix:
     mask = links >= 0
+    if weights is not None:
+        mask &= weights > 0
     rows = np.repeat(np.arange(n_rows), mask.sum(1))
     cols = links[mask]
     vals = np.ones(cols.size) if weights is None else weights[mask]
@@ -84,6 +94,24 @@ def route(
     ECMP draws come from ``flow_hash(seed, src, dst, salt)``: a seeded per-flow hash, so the same
     connection takes the same path in every phase, results repeat for a seed and differ across seeds.
     """
+    F = np.asarray(src).size
+    n_cols = topo.capacity.size * n_blocks
+    links, w = route_padded(topo, src, dst, routing, seed=seed, block=block, n_blocks=n_blocks, salt=salt)
+    return _rows_to_csr(links, w, F, n_cols)
+
+
+def route_padded(
+    topo: FabricTopology,
+    src: np.ndarray,
+    dst: np.ndarray,
+    routing: str,
+    seed: int = 0,
+    block: np.ndarray | None = None,
+    n_blocks: int = 1,
+    salt: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`route` as dense ``(F, K)`` link ids (``-1`` = padding) and weights (``None``: 1 on
+    every link), the form the event loop works on (no sparse matrix is built)."""
     routing = check_routing(routing)
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -92,7 +120,7 @@ def route(
     block = np.zeros(F, dtype=np.int64) if block is None else np.asarray(block, dtype=np.int64)
     n_cols = NL * n_blocks
     if F == 0:
-        return sp.csr_matrix((0, n_cols))
+        return np.zeros((0, 1), dtype=np.int64), None
     if np.any(src == dst):
         i = int(np.nonzero(src == dst)[0][0])
         raise InputError(f"flow {i} goes from endpoint {src[i]} to itself", hint="drop flows whose source is the destination")
@@ -102,27 +130,9 @@ def route(
     cap = topo.capacity
     offset = block * NL
 
+    if routing == "adaptive" or (routing == "spray" and topo.uniform_switch_links and np.all(cap[: topo.n_links] > 0)):
+        return _bundled(topo, src, dst, a, b, offset)
     if routing == "spray":
-        if topo.uniform_switch_links and np.all(cap[: topo.n_links] > 0):
-            pa, pb = topo.pod_of_leaf(a), topo.pod_of_leaf(b)
-            cols, vals = [], []
-            w = 1.0 / planes
-            for p in range(planes):
-                lk = np.full((F, 6), -1, dtype=np.int64)
-                lk[:, 0] = topo.nic_up(src, p)
-                lk[:, 5] = topo.nic_down(dst, p)
-                up = a != b
-                lk[up, 1] = topo.bundle_leaf_up(a[up], p)
-                lk[up, 4] = topo.bundle_leaf_down(b[up], p)
-                if topo.shape.tiers == 3:
-                    ip = pa != pb
-                    lk[ip, 2] = topo.bundle_pod_up(pa[ip], p)
-                    lk[ip, 3] = topo.bundle_pod_down(pb[ip], p)
-                cols.append(lk)
-                vals.append(np.full(lk.shape, w))
-            lk = np.concatenate(cols, axis=1)
-            lk = np.where(lk >= 0, lk + offset[:, None], -1)
-            return _rows_to_csr(lk, np.concatenate(vals, axis=1), F, n_cols)
         # non-uniform fabric: explicit fractional weights per (src, dst) class of valid paths
         rows, cols, vals = [], [], []
         cache: dict[tuple[int, int, int], tuple] = {}
@@ -149,7 +159,7 @@ def route(
             vals.append(np.concatenate([wts, pl_w, pl_w]))
         m = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(F, n_cols))
         m.sum_duplicates()
-        return m
+        return to_padded(m, -1)
 
     n_plane_paths = topo.n_paths(a, b)
     u = flow_hash(seed, src, dst, salt)
@@ -169,75 +179,73 @@ def route(
                     raise _disconnected(int(src[f]), int(dst[f]))
                 lk[f] = cand[min(int(u[f] * cand.shape[0]), cand.shape[0] - 1)]
         lk = np.where(lk >= 0, lk + offset[:, None], -1)
-        return _rows_to_csr(lk, None, F, n_cols)
+        return lk, None
 
-    # adaptive: greedy least-loaded path, flow by flow. A path's score is its most loaded link
-    # (flows per byte/s, counting this flow); failed links score inf. The links of one leaf, one
-    # pod's spines and one pod's core downlinks have contiguous ids, so the scores of all
-    # u1 x u2 paths come from slices (views) of the per-block load array, not gathers.
-    inv = np.full(NL, np.inf)
-    pos = cap > 0
-    inv[pos] = 1.0 / cap[pos]
-    load = np.zeros((n_blocks, NL))
-    out = np.full((F, 6), -1, dtype=np.int64)
-    sh = topo.shape
-    u1, u2 = sh.u1, max(sh.u2, 1)
-    n = u1 * u2
-    PL, E = topo.plane_links, sh.n_endpoints
-    b_lu, b_ld = 2 * E, 2 * E + sh.n_leaves * u1  # leaf_up / leaf_down bases (see topology.py)
-    b_su = b_ld + sh.n_leaves * u1
-    b_sd = b_su + (sh.n_pods * u1 * u2 if sh.tiers == 3 else 0)
-    three = sh.tiers == 3
-    pa_all, pb_all = topo.pod_of_leaf(a), topo.pod_of_leaf(b)
-    src_l, dst_l, a_l, b_l = src.tolist(), dst.tolist(), a.tolist(), b.tolist()
-    pa_l, pb_l, blk_l, u_l, off_l = pa_all.tolist(), pb_all.tolist(), block.tolist(), u.tolist(), offset.tolist()
-    for f in range(F):
-        s_, d_, la_, lb_ = src_l[f], dst_l[f], a_l[f], b_l[f]
-        pa_, pb_ = pa_l[f], pb_l[f]
-        lo = load[blk_l[f]]
-        best_score = np.inf
-        scores = []
-        for p in range(planes):
-            nu, nd = p * PL + s_, p * PL + E + d_
-            nic = max(lo[nu] + inv[nu], lo[nd] + inv[nd])
-            if la_ == lb_:
-                sc = np.array([nic])
-            else:
-                i0, k0 = p * PL + b_lu + la_ * u1, p * PL + b_ld + lb_ * u1
-                x = np.maximum(lo[i0:i0 + u1] + inv[i0:i0 + u1], lo[k0:k0 + u1] + inv[k0:k0 + u1])
-                if three and pa_ != pb_:
-                    s0, d0 = p * PL + b_su + pa_ * n, p * PL + b_sd + pb_ * n
-                    y = np.maximum(lo[s0:s0 + n] + inv[s0:s0 + n], lo[d0:d0 + n] + inv[d0:d0 + n])
-                    sc = np.maximum(x[:, None], y.reshape(u1, u2)).ravel()  # index j*u2 + t
-                else:
-                    sc = x
-                sc = np.maximum(sc, nic)
-            scores.append(sc)
-            best_score = min(best_score, float(sc.min()))
-        if not np.isfinite(best_score):
-            raise _disconnected(s_, d_)
-        cands = [np.flatnonzero(sc <= best_score * (1 + 1e-9)) for sc in scores]
-        total = sum(c.size for c in cands)
-        k = min(int(u_l[f] * total), total - 1)
-        sel = 0
-        while k >= cands[sel].size:
-            k -= cands[sel].size
-            sel += 1
-        idx = int(cands[sel][k])
-        base = sel * PL
-        links = [base + s_]
-        if la_ != lb_:
-            if three and pa_ != pb_:
-                j, t = divmod(idx, u2)
-                links += [base + b_lu + la_ * u1 + j, base + b_su + pa_ * n + j * u2 + t,
-                          base + b_sd + pb_ * n + j * u2 + t, base + b_ld + lb_ * u1 + j]
-            else:
-                links += [base + b_lu + la_ * u1 + idx, base + b_ld + lb_ * u1 + idx]
-        links.append(base + E + d_)
-        ids = np.asarray(links)
-        lo[ids] += inv[ids]
-        out[f, : ids.size] = ids + off_l[f]
-    return _rows_to_csr(out, None, F, n_cols)
+    raise AssertionError(routing)  # pragma: no cover
+
+
+def _bundled(topo: FabricTopology, src, dst, a, b, offset) -> tuple[np.ndarray, np.ndarray]:
+    """Bundle-link rows: NIC up, leaf-up bundle, pod-up bundle, pod-down bundle, leaf-down bundle,
+    NIC down, per plane; a plane is used (equally) where both NIC links and every bundle the flow
+    needs have capacity. Bundle capacity = the summed capacity of its working members."""
+    F = src.size
+    planes = topo.shape.planes
+    cap = topo.capacity
+    pa, pb = topo.pod_of_leaf(a), topo.pod_of_leaf(b)
+    up = a != b
+    three = topo.shape.tiers == 3
+    ip = (pa != pb) if three else None
+    healthy = bool(np.all(cap > 0)) and topo.uniform_switch_links
+    cols, ok = [], []
+    for p in range(planes):
+        lk = np.empty((F, 6), dtype=np.int64)
+        lk[:, 0] = topo.nic_up(src, p)
+        lk[:, 5] = topo.nic_down(dst, p)
+        lk[:, 1] = np.where(up, topo.bundle_leaf_up(a, p), -1)
+        lk[:, 4] = np.where(up, topo.bundle_leaf_down(b, p), -1)
+        lk[:, 2] = np.where(ip, topo.bundle_pod_up(pa, p), -1) if three else -1
+        lk[:, 3] = np.where(ip, topo.bundle_pod_down(pb, p), -1) if three else -1
+        cols.append(lk)
+        if not healthy:
+            good = np.all((lk < 0) | (cap[np.maximum(lk, 0)] > 0), axis=1)
+            if not topo.uniform_switch_links:  # a working bundle may still have no path to the destination
+                good &= _leaf_pairs_connected(topo, a, b, p)
+            ok.append(good)
+    lk = cols[0] if planes == 1 else np.concatenate(cols, axis=1)
+    if healthy:
+        if np.any(offset):
+            lk = np.where(lk >= 0, lk + offset[:, None], -1)
+        return lk, np.where(lk >= 0, 1.0 / planes, 0.0)
+    okm = np.stack(ok, axis=1)
+    n_ok = okm.sum(axis=1)
+    if np.any(n_ok == 0):
+        f = int(np.flatnonzero(n_ok == 0)[0])
+        raise _disconnected(int(src[f]), int(dst[f]))
+    wt = np.repeat(okm / n_ok[:, None], 6, axis=1)
+    lk = np.where((lk >= 0) & (wt > 0), lk + offset[:, None], -1)
+    return lk, np.where(lk >= 0, wt, 0.0)
+
+
+def _leaf_pairs_connected(topo: FabricTopology, a: np.ndarray, b: np.ndarray, plane: int) -> np.ndarray:
+    """Per flow: whether some equal-cost path between leaves ``a[f]`` and ``b[f]`` has all its switch
+    links up in ``plane`` (checked once per distinct leaf pair)."""
+    s = topo.shape
+    cap = topo.capacity
+    pairs, inv = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True)
+    out = np.ones(pairs.shape[0], dtype=bool)
+    J = np.arange(s.u1)
+    for k, (la, lb) in enumerate(pairs.tolist()):
+        if la == lb:
+            continue
+        x = (cap[topo.leaf_up(la, J, plane)] > 0) & (cap[topo.leaf_down(lb, J, plane)] > 0)
+        pa, pb = int(topo.pod_of_leaf(la)), int(topo.pod_of_leaf(lb))
+        if s.tiers == 3 and pa != pb:
+            T = np.arange(s.u2)[None, :]
+            y = (cap[topo.spine_up(pa, J[:, None], T, plane)] > 0) & (cap[topo.spine_down(pb, J[:, None], T, plane)] > 0)
+            out[k] = bool(np.any(x[:, None] & y))
+        else:
+            out[k] = bool(x.any())
+    return out[inv.ravel()]
 
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)

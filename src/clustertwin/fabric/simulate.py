@@ -15,9 +15,9 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
-from .engine import alone_rates, max_min_rates, simulate_flows
+from .engine import max_min_rates, simulate_flows, simulate_padded
 from .faults import Faults, apply_faults
-from .routing import check_routing, route
+from .routing import check_routing, route, route_padded
 from .topology import TIER_NAMES, FabricTopology, build_topology
 from .traffic import JobSpec, Phase, collective_phases, place_jobs
 
@@ -217,7 +217,7 @@ def _to_endpoints(fab: Fabric, ph: Phase, gpu_of_rank: np.ndarray | None, pxn: b
         rail_d = ed % lay.nics_per_host
         moved = lay.host(src) != lay.host(dst)
         es = np.where(moved, lay.host(src) * lay.nics_per_host + rail_d, es)
-        if ph.merge_pxn and es.size:
+        if ph.merge_pxn and es.size and _has_duplicates(es, ed, start, lay.n_endpoints):
             key = np.stack([es, ed, np.round(start * 1e12).astype(np.int64)], axis=1)
             uniq, inv = np.unique(key, axis=0, return_inverse=True)
             inv = inv.ravel()
@@ -226,6 +226,12 @@ def _to_endpoints(fab: Fabric, ph: Phase, gpu_of_rank: np.ndarray | None, pxn: b
                 es, ed = uniq[:, 0], uniq[:, 1]
                 start = uniq[:, 2] / 1e12
     return es, ed, size, start, n_up
+
+
+def _has_duplicates(es: np.ndarray, ed: np.ndarray, start: np.ndarray, n_endpoints: int) -> bool:
+    """Whether two flows share (source, destination) -- a cheap 1-D check before the merge."""
+    key = np.sort(es.astype(np.int64) * n_endpoints + ed)
+    return bool(np.any(key[1:] == key[:-1]))
 
 
 def simulate_phases(
@@ -249,6 +255,9 @@ def simulate_phases(
     """
     t0 = _time.perf_counter()
     routing = check_routing(routing)
+    for r, d in (stragglers or {}).items():
+        if not (np.isfinite(d) and d >= 0):
+            raise InputError(f"straggler delay of rank {r} must be a finite number of seconds >= 0, got {d!r}")
     topo = fab.topo
     blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     weights, names = [], []
@@ -286,52 +295,91 @@ def simulate_phases(
             scaleout_bytes=0.0, events=0, iterations=0, wall_s=_time.perf_counter() - t0,
             link_bytes=np.zeros(topo.n_links), topo=topo, routing=routing,
         )
-    src = np.concatenate([b[0] for b in blocks])
-    dst = np.concatenate([b[1] for b in blocks])
-    size = np.concatenate([b[2] for b in blocks])
-    start = np.concatenate([b[3] for b in blocks])
-    block = np.concatenate([np.full(b[0].size, i) for i, b in enumerate(blocks)])
-    salt = None
-    if channels > 1:  # each connection as `channels` sub-flows (QPs) hashed independently
-        c = int(channels)
-        src, dst, block = np.repeat(src, c), np.repeat(dst, c), np.repeat(block, c)
-        size, start = np.repeat(size / c, c), np.repeat(start, c)
-        salt = np.tile(np.arange(c), src.size // c)
-    A = route(topo, src, dst, routing, seed=seed, block=block, n_blocks=n_blocks, salt=salt)
     NL = topo.capacity.size
-    cap = np.tile(topo.capacity, n_blocks)
-    res = simulate_flows(A, cap, size, start, block, n_blocks)
-    w = np.asarray(weights)
-    alone = size / alone_rates(A, cap)
-    # ideal: no contention in the network; each NIC sends and receives its bytes at line rate
-    ideal_block = np.zeros(n_blocks)
-    np.maximum.at(ideal_block, block, start + size / topo.nic_bw)
     E = topo.shape.n_endpoints
-    for ep in (src, dst):
-        nic_bytes = np.bincount(block * E + ep, weights=size, minlength=n_blocks * E).reshape(n_blocks, E)
-        ideal_block = np.maximum(ideal_block, nic_bytes.max(axis=1) / topo.nic_bw)
-    by_id = (res.link_bytes.reshape(n_blocks, NL) * w[:, None]).sum(0)
-    counts = np.bincount(block, minlength=n_blocks)
+    w = np.asarray(weights)
+    c = max(1, int(channels))
+    block_time = np.zeros(n_blocks)
+    ideal_block = np.zeros(n_blocks)
+    by_id = np.zeros(NL)
+    counts = np.zeros(n_blocks)
+    sent = np.zeros(n_blocks)
+    flow_time, flow_alone, flow_phase = [], [], []
+    events = iterations = 0
+    # stream the phases in chunks of about `_CHUNK_FLOWS` flows: memory stays bounded at any size,
+    # small fabrics still advance many phases in one vectorised loop
+    for lo, hi in _chunks([b[0].size * c for b in blocks], _CHUNK_FLOWS):
+        nb = hi - lo
+        src = np.concatenate([blocks[i][0] for i in range(lo, hi)])
+        dst = np.concatenate([blocks[i][1] for i in range(lo, hi)])
+        size = np.concatenate([blocks[i][2] for i in range(lo, hi)])
+        start = np.concatenate([blocks[i][3] for i in range(lo, hi)])
+        block = np.concatenate([np.full(blocks[i][0].size, i - lo) for i in range(lo, hi)])
+        salt = None
+        if c > 1:  # each connection as `channels` sub-flows (QPs) hashed independently
+            src, dst, block = np.repeat(src, c), np.repeat(dst, c), np.repeat(block, c)
+            size, start = np.repeat(size / c, c), np.repeat(start, c)
+            salt = np.tile(np.arange(c), src.size // c)
+        if src.size == 0:
+            continue
+        links, lw = route_padded(topo, src, dst, routing, seed=seed, block=block, n_blocks=nb, salt=salt)
+        if lw is None:
+            lw = (links >= 0).astype(float)
+        cap = np.tile(topo.capacity, nb)
+        res = simulate_padded(links, lw, cap, size, start, block, nb)
+        events = max(events, res.events)
+        iterations += res.iterations
+        block_time[lo:hi] = res.block_time
+        flow_time.append(res.finish - start)
+        flow_alone.append(size / res.alone)
+        flow_phase.append(block + lo)
+        del links, lw
+        # ideal: no contention in the network; each NIC sends and receives its bytes at line rate
+        ib = np.zeros(nb)
+        np.maximum.at(ib, block, start + size / topo.nic_bw)
+        for ep in (src, dst):
+            nic_bytes = np.bincount(block * E + ep, weights=size, minlength=nb * E).reshape(nb, E)
+            ib = np.maximum(ib, nic_bytes.max(axis=1) / topo.nic_bw)
+        ideal_block[lo:hi] = ib
+        by_id += (res.link_bytes.reshape(nb, NL) * w[lo:hi, None]).sum(0)
+        counts[lo:hi] = np.bincount(block, minlength=nb)
+        sent[lo:hi] = np.bincount(block, weights=size, minlength=nb)
     return FabricRun(
-        time_s=float((res.block_time * w).sum()),
+        time_s=float((block_time * w).sum()),
         ideal_time_s=float((ideal_block * w).sum()),
         phase_names=tuple(names),
-        phase_times_s=res.block_time,
+        phase_times_s=block_time,
         phase_repeats=w,
-        n_flows=int(src.size),
+        n_flows=int(counts.sum()),
         n_flows_total=float((counts * w).sum()),
         n_scaleup_flows=n_up,
-        scaleout_bytes=float((np.bincount(block, weights=size, minlength=n_blocks) * w).sum()),
-        events=res.events,
-        iterations=res.iterations,
+        scaleout_bytes=float((sent * w).sum()),
+        events=events,
+        iterations=iterations,
         wall_s=_time.perf_counter() - t0,
         link_bytes=_expand_bundles(topo, by_id),
         topo=topo,
         routing=routing,
-        flow_time=res.finish - start,
-        flow_alone=alone,
-        flow_phase=block,
+        flow_time=np.concatenate(flow_time) if flow_time else np.zeros(0),
+        flow_alone=np.concatenate(flow_alone) if flow_alone else np.zeros(0),
+        flow_phase=np.concatenate(flow_phase) if flow_phase else np.zeros(0, dtype=int),
     )
+
+
+_CHUNK_FLOWS = 1 << 19
+
+
+def _chunks(sizes: list[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of blocks with at most ``budget`` flows each (a bigger block alone)."""
+    out, lo, acc = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > lo and acc + n > budget:
+            out.append((lo, i))
+            lo, acc = i, 0
+        acc += n
+    if sizes:
+        out.append((lo, len(sizes)))
+    return out
 
 
 def simulate_collective(
