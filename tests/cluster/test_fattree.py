@@ -104,3 +104,34 @@ def test_ports_never_exceed_radix_and_bisection_closed_form(e, k, o, kind):
     assert s.bisection_ports <= e / 2
     assert s.max_switch_hops == 2 * s.tiers - 1
     assert math.isfinite(s.bisection_bw(50e9))
+
+
+def test_oversubscription_never_needs_more_switches():
+    """#19: 1,024 GPUs on RoCE (radix 128) got 43 spines at 2:1 vs 8 at 1:1 -- 43 uplinks (prime)
+    could only be spread evenly over 43 spines. Now every leaf spreads its uplinks in the same
+    pattern over the fewest spines the ports allow, and a partly filled leaf keeps the ratio on the
+    ports it uses (64 down : 32 up)."""
+    one = size_fat_tree(1024, 128, oversubscription=1, kind="rail", rails=8)
+    two = size_fat_tree(1024, 128, oversubscription=2, kind="rail", rails=8)
+    assert (one.leaf, one.spine) == (16, 8)
+    assert (two.leaf, two.spine, two.leaf_down, two.leaf_up) == (16, 4, 64, 32)
+    assert two.oversubscription == 2.0
+    for k in (40, 64, 128):
+        for e in range(16, k * k // 2 + 1, 72):
+            for o in (1.5, 2, 3):
+                a = size_fat_tree(e, k, tiers=2)
+                b = size_fat_tree(e, k, tiers=2, oversubscription=o)
+                assert b.switches <= a.switches, (k, e, o)
+                assert max(b.ports_used().values()) <= k
+                assert b.oversubscription <= o + 1e-9
+
+
+def test_oversubscribed_bom_costs_less(catalog):
+    from clustertwin.cluster.bom import bill_of_materials
+    from clustertwin.cluster.model import build_cluster
+
+    cost = {}
+    for o in (1, 2):
+        c = build_cluster("hgx-h100", 128, "roce-400g", oversubscription=o, catalog=catalog)
+        cost[o] = bill_of_materials(c).cost_usd
+    assert cost[2] < cost[1]

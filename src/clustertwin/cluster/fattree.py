@@ -19,9 +19,13 @@ rail-optimised variant; Qian et al., SIGCOMM'24 "Alibaba HPN" for the dual-plane
   cables only ceil(endpoints/o) uplinks (so 384 NICs on 8 rails use 8 x 48 uplinks, not 8 x 64);
 * ``tiers="auto"``: 1 when every endpoint of a plane fits one switch, else the smallest of 2 and 3
   that fits;
-* 2 tiers: ``leaf = ceil(E/d)``, ``spine`` = the smallest divisor of u that is >= ``ceil(leaf*u/k)``
-  (every leaf then puts the same number of parallel links on every spine, so the wiring is
-  balanced); at most k leaves, so ``max_endpoints = k*d`` (= k^2/2 non-blocking);
+* 2 tiers: ``leaf = ceil(E/d)``, ``spine`` = the fewest S >= ``ceil(leaf*u/k)`` with
+  ``leaf*ceil(u/S) <= k``: every leaf spreads its uplinks over the spines in the same pattern
+  (uplink j to spine j mod S), so each spine has the same number of parallel links to every leaf and
+  any two leaves reach each other over all u links; when a partly filled leaf allows it, fewer down
+  ports with a ratio-preserving uplink count are used if that needs fewer switches (a 2:1 design
+  never needs more switches than 1:1; #19); at most k leaves, so ``max_endpoints = k*d`` (= k^2/2
+  non-blocking);
 * 3 tiers: pods of k/2 leaves and u pod-spines, ``pods = ceil(leaf/(k/2))``, ``spine = pods*u``;
   spine i of every pod connects to core group i of G cores, G = the smallest divisor of k/2 that is
   >= ``ceil(pods*(k/2)/k)``, so ``core = u*G``; at most k pods, so ``max_endpoints = k*(k/2)*d`` (= k^3/4);
@@ -37,6 +41,7 @@ see tests/cluster/test_fattree.py.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -125,7 +130,8 @@ class FatTreeSizing:
         """Largest number of ports used on one switch of each tier (never above ``radix``)."""
         out = {"leaf": min(self.leaf_down, math.ceil(self.endpoints / max(self.leaf, 1))) + self.leaf_up}
         if self.tiers == 2:
-            out["spine"] = math.ceil(self.leaf * self.leaf_up / max(self.spine, 1))
+            per_plane = max(self.spine // self.planes, 1)
+            out["spine"] = self.leaf // self.planes * math.ceil(self.leaf_up / per_plane)
         if self.tiers == 3:
             half = self.radix // 2
             leaves_per_pod = min(half, self.leaf // self.planes)
@@ -158,6 +164,18 @@ class FatTreeSizing:
         }
 
 
+def _spines_2tier(leaves: int, up: int, radix: int) -> int:
+    """Fewest spines for ``leaves`` leaves with ``up`` uplinks each: every leaf spreads its
+    uplinks over the S spines in the same pattern (``ceil(up/S)`` or ``floor(up/S)`` parallel
+    links per spine), so every spine sees the same count from each leaf and any two leaves reach
+    each other over all ``up`` links (full leaf bandwidth through the spine layer); the busiest
+    spine needs ``leaves * ceil(up/S)`` ports."""
+    s = max(1, math.ceil(leaves * up / radix))
+    while leaves * math.ceil(up / s) > radix:
+        s += 1
+    return s
+
+
 def _divisor_at_least(n: int, m: int) -> int:
     """Smallest divisor of ``n`` that is >= ``m``: spread every switch's uplinks evenly over the
     switches above it (unequal parallel-link counts would make the bisection lower than the closed form)."""
@@ -165,6 +183,37 @@ def _divisor_at_least(n: int, m: int) -> int:
         if n % cand == 0:
             return cand
     return n
+
+
+@functools.lru_cache(maxsize=4096)
+def _two_tier(per_rail: int, rails: int, down: int, up: int, oversubscription: float, radix: int) -> tuple[int, int, int, int]:
+    """2 tiers: (leaf down ports, uplinks, leaves per rail, spines).
+
+    Starts from the usual split (``down``, ``up``; a single partly filled leaf per rail cables only
+    the uplinks it needs) and takes another split with the same number of leaves (fewer down ports
+    in use per leaf, as many uplinks as the ratio needs) only when it needs strictly fewer switches:
+    every leaf spreads its uplinks evenly over the spines (the spine count divides the uplinks)
+    and the spines need ``leaves * uplinks`` ports, so a prime uplink count -- 43 of a 128-port leaf
+    at 2:1 -- can only be spread over 43 spines (#19: 1,024 GPUs on RoCE got 43 spines at 2:1 vs
+    8 at 1:1). 84 down : 42 up keeps 2:1 with 6 spines. Every candidate keeps the actual
+    down:up ratio of the ports in use at or below ``oversubscription``.
+    """
+    def spines(leaves: int, u: int) -> int:
+        return _spines_2tier(leaves, u, radix)
+
+    lpr = math.ceil(per_rail / down)
+    if lpr == 1:  # one partly filled leaf per rail: cable only the uplinks it needs
+        up = min(up, max(1, math.ceil(per_rail / oversubscription - 1e-9)))
+    best = (down, up, lpr, spines(rails * lpr, up))
+    best_n = rails * lpr + best[3]
+    for d in range(down, max(1, math.ceil(per_rail / lpr)) - 1, -1):  # same leaves, fewer ports per leaf
+        used = min(d, per_rail)
+        u_min = max(1, math.ceil(used / oversubscription - 1e-9))
+        for u in range(u_min, radix - d + 1):
+            n = rails * lpr + spines(rails * lpr, u)
+            if n < best_n:
+                best, best_n = (d, u, lpr, n - rails * lpr), n
+    return best
 
 
 def _split(radix: int, oversubscription: float) -> tuple[int, int]:
@@ -261,14 +310,15 @@ def size_fat_tree(
     else:
         down, up = _split(radix, oversubscription)
         per_rail = per_plane // rails
-        leaves_per_rail = math.ceil(per_rail / down)
-        leaf = rails * leaves_per_rail
-        if leaves_per_rail == 1:  # one partly filled leaf per rail: cable only the uplinks it needs
-            up = min(up, max(1, math.ceil(per_rail / oversubscription - 1e-9)))
         if tiers == 2:
-            spine = _divisor_at_least(up, math.ceil(leaf * up / radix))
+            down, up, leaves_per_rail, spine = _two_tier(per_rail, rails, down, up, float(oversubscription), radix)
+            leaf = rails * leaves_per_rail
             core = 0
         else:
+            leaves_per_rail = math.ceil(per_rail / down)
+            leaf = rails * leaves_per_rail
+            if leaves_per_rail == 1:  # one partly filled leaf per rail: cable only the uplinks it needs
+                up = min(up, max(1, math.ceil(per_rail / oversubscription - 1e-9)))
             half = radix // 2
             pods = math.ceil(leaf / half)
             spine = pods * up  # spine i of every pod ...

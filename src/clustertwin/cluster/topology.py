@@ -18,8 +18,8 @@ Wiring rules (documented in docs/cluster.md):
 * clos-2tier: each device to each of its group's l1 first-tier switches (bw/l1 each); first-tier
   switch j of every group to logical second-tier switch j of the domain (one plane per j), with the
   group's full bandwidth (non-blocking);
-* scale-out: NIC port -> leaf per :meth:`Cluster.leaf_of_nic`; 2 tiers: uplink j of leaf l goes to
-  spine (l*u + j) mod S (every leaf reaches every spine); 3 tiers: leaf of pod p to spines p*u + j,
+* scale-out: NIC port -> leaf per :meth:`Cluster.leaf_of_nic`; 2 tiers: uplink j of every leaf goes to
+  spine j mod S (every leaf reaches every spine with the same number of parallel links); 3 tiers: leaf of pod p to spines p*u + j,
   spine i of a pod to the cores of core group i.
 """
 
@@ -201,7 +201,7 @@ def build_compact(cluster) -> CompactTopology:
             j = np.arange(u, dtype=np.int64)
             for plane in range(so.planes):
                 if so.tiers == 2:
-                    sp = (leaves[:, None] * u + j) % per_plane_spine
+                    sp = np.broadcast_to(j % per_plane_spine, (leaves.size, u))  # same pattern on every leaf
                 else:
                     pod = leaves // (so.radix // 2)
                     sp = pod[:, None] * u + j
