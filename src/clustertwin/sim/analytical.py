@@ -34,7 +34,7 @@ from .costs import Hardware, make_hardware, stage_costs
 from .result import StepResult
 
 BREAKDOWN = (
-    "gemm", "attention", "elementwise", "recompute", "logits", "tp_comm", "cp_comm", "ep_comm",
+    "gemm", "attention", "elementwise", "recompute", "moe_host", "logits", "tp_comm", "cp_comm", "ep_comm",
     "overlap_slowdown", "pp_bubble", "pp_p2p", "dp_comm", "fsdp_comm", "optimizer", "overhead",
 )
 MEMORY = ("weights", "gradients", "optimizer", "activations", "logits", "runtime")
@@ -86,7 +86,8 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     cp_slow = np.where(cp_ov, sigma * np.minimum(c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"], attn_layer), 0.0)
     ep_exposed = c["ep_comm_fwd_s"] + c["ep_comm_bwd_s"]
 
-    t_layer = gemm_layer + attn_layer + mem_layer + rec_layer + tp_exposed + tp_slow + cp_exposed + cp_slow + ep_exposed
+    host_layer = c["layer_fwd_host_s"] + c["layer_bwd_host_s"]
+    t_layer = gemm_layer + attn_layer + mem_layer + rec_layer + host_layer + tp_exposed + tp_slow + cp_exposed + cp_slow + ep_exposed
     Lps = c["layers_per_stage"]
     m = c["num_micro_batches"]
     # output layer + loss; multi-token prediction adds one transformer layer per depth on the last stage
@@ -151,6 +152,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
         "attention": mL * attn_layer,
         "elementwise": mL * mem_layer,
         "recompute": mL * rec_layer,
+        "moe_host": mL * host_layer,
         "logits": m * logits,
         "tp_comm": mL * tp_exposed,
         "cp_comm": mL * cp_exposed,
@@ -269,6 +271,7 @@ _COMPONENT_TEXT = {
     "attention": "attention-core compute",
     "elementwise": "memory-bound element-wise kernels",
     "recompute": "activation recomputation",
+    "moe_host": "GPU idle while the host issues the dropless MoE layers (launch-bound experts)",
     "logits": "output layer + loss on the last stage",
     "tp_comm": "exposed TP collectives on {up}",
     "cp_comm": "exposed CP ring exchange",

@@ -44,7 +44,7 @@ from .components.elementwise import elementwise
 from .components.embedding import logits
 from .components.ep_comm import ep_comm
 from .components.mlp import dense_mlp
-from .components.moe import moe_layer
+from .components.moe import host_idle, moe_layer
 from .components.optimizer import optimizer_step, step_overhead
 from .components.pp_comm import pp_p2p
 from .components.stage import FP4_DTYPES, FP8_DTYPES, stage_inputs  # noqa: F401
@@ -57,6 +57,7 @@ STAGE_COST_FIELDS = (
     # per layer, per micro-batch, on one GPU (dense layer / MoE layer averaged by their share)
     "layer_fwd_gemm_s", "layer_bwd_gemm_s", "layer_fwd_attn_s", "layer_bwd_attn_s",
     "layer_fwd_mem_s", "layer_bwd_mem_s", "layer_recompute_s",
+    "layer_fwd_host_s", "layer_bwd_host_s",  # GPU idle while the host issues a dropless MoE layer
     "tp_comm_fwd_s", "tp_comm_bwd_s", "tp_comm_recompute_s", "tp_bytes_per_collective",
     "cp_comm_fwd_s", "cp_comm_bwd_s", "cp_overlappable", "ep_comm_fwd_s", "ep_comm_bwd_s", "ep_bytes_per_a2a",
     # per micro-batch, last stage
@@ -87,6 +88,7 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     dense_f, dense_b = dense_mlp(st)
     mo = moe_layer(st)
     ep_f, ep_b = ep_comm(st, mo.a2a_bytes)
+    host_f, host_b = host_idle(st, mo.fwd_s + mo.mem_fwd_s + ep_f, mo.bwd_s + mo.mem_bwd_s + ep_b)
     ew_f, ew_b = elementwise(st)
 
     fwd_gemm = proj_f + ((1 - fm) * dense_f + fm * mo.fwd_s)
@@ -94,7 +96,13 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     mem_f = ew_f + core.mem_fwd_s + fm * mo.mem_fwd_s
     mem_b = ew_b + core.mem_bwd_s + fm * mo.mem_bwd_s
     fwd_total = fwd_gemm + core.fwd_s + mem_f
-    recompute_s = np.where(st.rc == 2, fwd_total, np.where(st.rc == 1, core.fwd_s + core.mem_fwd_s, 0.0))
+    if model.is_moe:
+        # MoE recipes' fine-grained selective recompute (Megatron --recompute-modules layernorm moe_act,
+        # + mla_up_proj with MLA): norms, expert activation, MLA up-projections - not the attention core
+        selective = fm * mo.recompute_fwd_s + attention.mla_up_proj_fwd(st)
+    else:
+        selective = core.fwd_s + core.mem_fwd_s  # Korthikanti et al.: the attention core
+    recompute_s = np.where(st.rc == 2, fwd_total, np.where(st.rc == 1, selective, 0.0))
 
     tp_ = tp_comm(st)
     cp_f, cp_b, cp_hidden = cp_exchange(st)
@@ -106,6 +114,7 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "layer_fwd_gemm_s": fwd_gemm, "layer_bwd_gemm_s": bwd_gemm,
         "layer_fwd_attn_s": core.fwd_s, "layer_bwd_attn_s": core.bwd_s,
         "layer_fwd_mem_s": mem_f, "layer_bwd_mem_s": mem_b, "layer_recompute_s": recompute_s,
+        "layer_fwd_host_s": fm * host_f, "layer_bwd_host_s": fm * host_b,
         "tp_comm_fwd_s": tp_.fwd_s, "tp_comm_bwd_s": tp_.bwd_s, "tp_comm_recompute_s": tp_.recompute_s,
         "tp_bytes_per_collective": tp_.bytes_per_collective,
         "cp_comm_fwd_s": cp_f, "cp_comm_bwd_s": cp_b, "cp_overlappable": cp_hidden,

@@ -34,6 +34,8 @@ class ChipEfficiency:
     runtime_overhead_bytes: float
     memory_reserve_fraction: float  # device memory kept free against allocator fragmentation (assumption)
     step_overhead_s: float
+    moe_host_layer_s: float  # host time to issue one MoE layer's fwd + bwd besides its experts (framework)
+    moe_host_expert_s: float  # host time per local expert per MoE layer fwd + bwd (TE GroupedLinear)
     num_sms: int
     mamf_fraction: dict[str, float]
     assumptions: dict[str, str] = field(default_factory=dict)
@@ -86,7 +88,10 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         attention_seq_half=float(cfg["attention_seq_half"]), scaleup_efficiency=float(cfg["scaleup_efficiency"]),
         overlap_slowdown=float(cfg["overlap_slowdown"]), runtime_overhead_bytes=float(cfg["runtime_overhead_gb"]) * 1e9,
         memory_reserve_fraction=float(cfg["memory_reserve_fraction"]),
-        step_overhead_s=float(cfg["step_overhead_s"]), num_sms=int(sms), mamf_fraction=mamf,
+        step_overhead_s=float(cfg["step_overhead_s"]),
+        moe_host_layer_s=float(cfg.get("moe_host_layer_us", 0.0)) * 1e-6,
+        moe_host_expert_s=float(cfg.get("moe_host_expert_us", 0.0)) * 1e-6,
+        num_sms=int(sms), mamf_fraction=mamf,
         assumptions=dict(chip.get("assumed", {})),
     )
 

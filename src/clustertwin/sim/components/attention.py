@@ -59,6 +59,21 @@ def projections(st: Stage):
     return gf + f_, gb_ + b_
 
 
+def mla_up_proj_fwd(st: Stage):
+    """Forward time of the MLA up-projections (q from the q latent, k/v from the kv latent; TP-split):
+    what Megatron's ``--recompute-modules mla_up_proj`` redoes in the backward. Zero without MLA."""
+    model, hw, t, tok, ib = st.model, st.hw, st.t, st.tok, st.in_bytes
+    if not model.is_mla:
+        return np.zeros_like(tok)
+    a = float(model.num_attention_heads)
+    rq, rkv = float(model.q_lora_rank), float(model.kv_lora_rank)
+    dn, dr, dv = float(model.qk_nope_head_dim), float(model.qk_rope_head_dim), float(model.v_head_dim)
+    out = gemm_time(hw, tok, a * (dn + dv) / t, rkv, in_bytes=ib)
+    if rq:
+        out = out + gemm_time(hw, tok, a * (dn + dr) / t, rq, in_bytes=ib)
+    return out
+
+
 def kv_elems_per_token(st: Stage):
     model, t = st.model, st.t
     a, g = float(model.num_attention_heads), float(model.num_kv_heads)

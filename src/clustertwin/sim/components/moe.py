@@ -1,13 +1,48 @@
-"""MoE layer compute of one micro-batch on one rank: router, token permutation, expert GEMMs, shared
-experts. The EP all-to-all (dispatch + combine) is priced in ``ep_comm.py`` from the bytes given here.
+"""MoE layer compute of one micro-batch on one rank, as Megatron-Core runs it: router + top-k, token
+permutation, the routed experts' GEMMs (TE ``GroupedLinear``: one GEMM per local expert), the expert
+activation, FP8 casts of the expert inputs, shared experts. The EP all-to-all (dispatch + combine) is
+priced in ``ep_comm.py`` from the bytes given here.
 
-Interface: ``moe_layer(st) -> MoELayer`` with ``fwd_s``/``bwd_s`` (router + routed + shared expert
-GEMMs), ``mem_fwd_s``/``mem_bwd_s`` (permute/unpermute copies and the expert activation, element-wise)
-and ``a2a_bytes`` (bytes each rank sends in one dispatch all-to-all). All zero for a dense model. The
-composer (``sim.costs.stage_costs``) weights these by the share of MoE layers.
+Interface: ``moe_layer(st) -> MoELayer``; all fields zero for a dense model. The composer
+(``sim.costs.stage_costs``) weights them by the share of MoE layers.
 
-Model: balanced routing; tokens entering the layer on a rank are ``tok/t`` (SP/TP-sharded); each of the
-``E/ep`` local experts gets ``tok/t * k * ep * etp / E`` tokens and runs its GEMMs as one batched GEMM.
+* ``fwd_s``/``bwd_s``: GEMMs. Router [T, E, h] in BF16; each of the ``E/ep`` local experts runs its own
+  fc1 [m, f_e*(2 if SwiGLU)/etp, h] and fc2 [m, h, f_e/etp] with m = T*k*ep*etp/E tokens (T = tokens
+  entering the layer on the rank, ``tok/t`` with SP). TE's GroupedLinear launches one cuBLAS GEMM per
+  expert on several streams (Megatron ``--moe-grouped-gemm`` help text), so the experts' tiles fill
+  the SMs together (wave quantisation over all of them) but every expert GEMM is its own kernel
+  (``kernel_overhead`` each) with its own tile quantisation and K efficiency: small experts (few tokens
+  per expert, narrow f_e) lose efficiency through those terms and through the memory roofline (each
+  expert's weights are read once per GEMM). Shared experts: dense GEMMs on all T*t tokens of the
+  TP group, TP-split like the dense MLP, run after the routed experts (no shared-expert overlap).
+* ``mem_fwd_s``/``mem_bwd_s``: HBM-bound kernels. Router scores, top-k and aux loss on [T, E] FP32
+  (~10 kernels); ``permute`` (gather T rows of h into T*k rows) and ``unpermute`` (weighted scatter
+  back), plus, when several local experts receive tokens from several EP ranks, the re-sort of the
+  received chunks from rank-major to expert-major order and back (Megatron alltoall dispatcher
+  ``sort_chunks_by_idxs``); the expert activation (SwiGLU reads 2 f_e, writes f_e; backward reads
+  3 f_e, writes 2 f_e); with FP8 GEMMs the expert inputs and output gradients are quantised per expert
+  (read BF16, write FP8 + transposed copy: 4 B per element). Backward moves the same permutation bytes
+  (the gradients go through the same gathers/scatters).
+* ``recompute_fwd_s``: what Megatron's fine-grained selective recompute of MoE recipes redoes in the
+  backward (``--recompute-modules moe_act layernorm``): the expert activation and the two norms.
+* ``a2a_bytes``: bytes each rank sends in one dispatch all-to-all (T*k rows of h in BF16).
+
+``host_idle(st, gpu_fwd_s, gpu_bwd_s)``: GPU idle time of one MoE layer while the host issues it.
+Dropless routing makes the expert split sizes data-dependent; Megatron's token dispatcher copies the
+tokens-per-expert counts to the host (a device-to-host synchronisation, ``cuda_sync_point``) before the
+all-to-all and the grouped GEMMs, which need them as host integers. After that point the host cannot
+have queued work ahead, so the MoE block runs at the pace of whichever is slower: the GPU work of the
+block (``gpu_*_s``: its GEMMs, permutation kernels and all-to-alls) or the host issuing it,
+H = ``moe_host_layer`` + ``moe_host_expert`` x local experts (TE GroupedLinear prepares, quantises and
+launches every expert's GEMMs separately; TE issues #1499, #2897), 1/3 in the forward and 2/3 in the
+backward (dgrad + wgrad). idle = max(0, H - gpu). The two host constants are implementation properties
+of Megatron-Core + Transformer Engine (efficiency.yaml ``defaults``, fitted; docs/modelling.md).
+
+Routing: balanced (every local expert gets the same m). The published MoE benchmarks force balanced
+routing (``--moe-router-force-load-balancing``; validation README), so no imbalance factor is applied;
+with a capacity factor and padding to capacity (``tokendrop`` runs) m is the capacity, which under
+balanced routing is the same m. Dropless runs with real routing are slower than this by their load
+imbalance (ASSUMPTION: not modelled; MODELLING.md §3 found no published distribution).
 """
 
 from __future__ import annotations
@@ -16,7 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels import gemm_train_time, mem_time
+from ..kernels import gemm_time, gemm_train_time, mem_time
 from .stage import Stage
 
 
@@ -26,22 +61,52 @@ class MoELayer(NamedTuple):
     mem_fwd_s: np.ndarray
     mem_bwd_s: np.ndarray
     a2a_bytes: np.ndarray
+    recompute_fwd_s: np.ndarray
+
+
+def tokens_per_expert(st: Stage):
+    """Tokens one local expert GEMM sees per micro-batch (balanced routing), and the local expert count."""
+    model = st.model
+    E, k = float(model.num_experts), float(model.moe_topk)
+    tok_rank = st.tok / st.t
+    return tok_rank * k * st.e * st.etp / E, E / st.e
+
+
+def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
+    """(forward, backward) GPU idle time of one MoE layer waiting for the host (see module docstring)."""
+    if not st.model.is_moe:
+        z = np.zeros_like(st.tok)
+        return z, z
+    eff = st.hw.eff
+    _, local = tokens_per_expert(st)
+    host = eff.moe_host_layer_s + eff.moe_host_expert_s * local
+    return np.maximum(0.0, host / 3.0 - gpu_fwd_s), np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s)
+
+
+def grouped_gemm_train_time(st: Stage, M, N, K, experts, *, in_bytes: float):
+    """(forward, backward) of one GroupedLinear: ``experts`` GEMMs of [M, N, K] each, one kernel per
+    expert (fprop; dgrad + wgrad in the backward), their tiles sharing the SMs (see module docstring)."""
+    hw = st.hw
+    extra = np.maximum(np.asarray(experts, dtype=float) - 1.0, 0.0) * hw.eff.kernel_overhead_s
+    f = gemm_time(hw, M, N, K, experts, in_bytes=in_bytes) + extra
+    b = (gemm_time(hw, M, K, N, experts, in_bytes=in_bytes) + gemm_time(hw, K, N, M, experts, in_bytes=in_bytes)
+         + 2.0 * extra)
+    return f, b
 
 
 def moe_layer(st: Stage) -> MoELayer:
     model, hw, tok = st.model, st.hw, st.tok
     if not model.is_moe:
         z = np.zeros_like(tok)
-        return MoELayer(z, z, z, z, z)
+        return MoELayer(z, z, z, z, z, z)
     ib, t, e, etp_f = st.in_bytes, st.t, st.e, st.etp
     h = float(model.hidden_size)
     mats = 2.0 if model.swiglu else 1.0
     E, k, fe = float(model.num_experts), float(model.moe_topk), float(model.moe_ffn_hidden_size)
     tok_rank = tok / t  # tokens entering the MoE layer on this rank (SP / TP-sharded)
-    local_experts = E / e
-    m_exp = tok_rank * k * e * etp_f / E  # tokens per local expert (balanced routing)
-    uf, ub = gemm_train_time(hw, m_exp, mats * fe / etp_f, h, local_experts, in_bytes=ib)
-    df, db = gemm_train_time(hw, m_exp, h, fe / etp_f, local_experts, in_bytes=ib)
+    m_exp, local = tokens_per_expert(st)
+    uf, ub = grouped_gemm_train_time(st, m_exp, mats * fe / etp_f, h, local, in_bytes=ib)
+    df, db = grouped_gemm_train_time(st, m_exp, h, fe / etp_f, local, in_bytes=ib)
     moe_f, moe_b = uf + df, ub + db
     if model.num_shared_experts:
         fsh = fe * model.num_shared_experts
@@ -50,8 +115,21 @@ def moe_layer(st: Stage) -> MoELayer:
         moe_f, moe_b = moe_f + sf + sf2, moe_b + sb + sb2
     rf, rb = gemm_train_time(hw, tok_rank, E, h, in_bytes=2.0)  # router in BF16
     moe_f, moe_b = moe_f + rf, moe_b + rb
-    # permute + unpermute copies (k copies of h per token), activation of the expert MLP
-    perm = 2.0 * 2.0 * 2.0 * k * h * tok_rank
-    act = (3.0 if model.swiglu else 2.0) * 2.0 * fe * k * tok_rank
-    return MoELayer(moe_f, moe_b, mem_time(hw, perm + act, 8), mem_time(hw, 2.0 * (perm + act), 12),
-                    tok_rank * k * h * 2.0)
+
+    # ---- HBM-bound kernels ----
+    rows = m_exp * local  # token-expert rows this rank's experts process (= T*k*etp under balance)
+    router = mem_time(hw, tok_rank * E * 4.0 * 8.0, 10)  # FP32 logits/scores/top-k/aux loss, ~4 r/w passes
+    sort = np.where((e > 1) & (local > 1), 1.0, 0.0)  # received chunks re-sorted by expert and back
+    perm_bytes = 2.0 * h * (2.0 * (tok_rank + tok_rank * k) + 4.0 * sort * rows)
+    perm = mem_time(hw, perm_bytes, 2.0 + 2.0 * sort)
+    act_f_bytes = 2.0 * rows * (mats + 1.0) * fe / etp_f
+    act_b_bytes = 2.0 * rows * (2.0 * mats + 1.0) * fe / etp_f
+    act_f, act_b = mem_time(hw, act_f_bytes, 1), mem_time(hw, act_b_bytes, 1)
+    cast_f = cast_b = np.zeros_like(tok)
+    if st.fp8:  # per-expert quantisation of GEMM inputs (fwd) and output gradients (bwd)
+        cast_f = mem_time(hw, 4.0 * rows * (h + fe / etp_f), 2.0 * local)
+        cast_b = mem_time(hw, 4.0 * rows * (h + mats * fe / etp_f), 2.0 * local)
+    mem_f = router + perm + act_f + cast_f
+    mem_b = router + perm + act_b + cast_b
+    norms = mem_time(hw, 2.0 * 2.0 * 2.0 * h * st.tok_sp, 2)  # two RMSNorms, read + write h
+    return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * 2.0, act_f + norms)

@@ -115,9 +115,9 @@ def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_re
     """One layer, one micro-batch, from the scalar cost dict of ``sim.costs.stage_costs``."""
     zero = int(plan.zero_effective)
     lps = max(c["layers_per_stage"], 1e-9)
-    fwd = c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"]
+    fwd = c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"] + c["layer_fwd_host_s"]
     wgrad = 0.5 * c["layer_bwd_gemm_s"]
-    bwd_in = c["layer_bwd_gemm_s"] - wgrad + c["layer_bwd_attn_s"] + c["layer_bwd_mem_s"]
+    bwd_in = c["layer_bwd_gemm_s"] - wgrad + c["layer_bwd_attn_s"] + c["layer_bwd_mem_s"] + c["layer_bwd_host_s"]
     # attention block share of the forward (CP ring overlaps it): attention GEMMs by parameter share
     attn_params = model.attention_params()
     mlp_params = max(model.dense_mlp_params(), 1)

@@ -1,0 +1,126 @@
+"""MoE cost physics (sim/components/moe.py, ep_comm.py): laws each piece must obey."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from clustertwin.sim.components.ep_comm import ep_comm, remote_domain_hit_probability
+from clustertwin.sim.components.moe import grouped_gemm_train_time, host_idle, moe_layer, tokens_per_expert
+from clustertwin.sim.components.stage import stage_inputs
+from clustertwin.sim.costs import make_hardware, stage_costs
+from clustertwin.workload import ModelSpec
+
+QWEN3_30B = ModelSpec(id="q30", num_layers=48, hidden_size=2048, num_attention_heads=32, num_kv_heads=4,
+                      head_dim=128, ffn_hidden_size=6144, vocab_size=151936, swiglu=True, num_experts=128,
+                      moe_topk=8, moe_ffn_hidden_size=768)
+
+
+def _stage(cat, system="hgx-h100", *, dtype="bf16", model=QWEN3_30B, **kw):
+    s = cat.system(system)
+    hw = make_hardware(s, cat.fabric(s.default_scaleout), dtype, cat)
+    args = dict(tp=1, pp=1, dp=8, cp=1, ep=8, micro_batch=1, recompute=0, zero=1, global_batch=64, seq_len=4096)
+    args.update(kw)
+    return stage_inputs(model, hw, **args)
+
+
+def test_remote_domain_hit_probability():
+    # one domain: nothing remote; k = 1: a given other domain holds the expert with probability 1/n
+    assert remote_domain_hit_probability(128, 8, 1) == 0.0
+    assert remote_domain_hit_probability(128, 1, 4) == pytest.approx(0.25)
+    # k experts without replacement: 1 - C(E - E/n, k)/C(E, k); more experts per token -> more domains
+    p = remote_domain_hit_probability(128, 8, np.array([2, 4, 8]))
+    assert p[0] == pytest.approx(1 - np.prod([(64 - i) / (128 - i) for i in range(8)]))
+    assert np.all(np.diff(p) < 0) and np.all((0 < p) & (p < 1))
+    assert np.all(remote_domain_hit_probability(128, 8, 4) > remote_domain_hit_probability(128, 2, 4))
+
+
+def test_ep_dispatch_dedups_tokens_across_domains_only(catalog):
+    st_in = _stage(catalog, ep=np.array([8.0, 32.0]), dp=np.array([8, 32]), global_batch=np.array([64, 256]))
+    fwd, bwd = ep_comm(st_in, moe_layer(st_in).a2a_bytes)
+    assert np.all(fwd > 0) and np.allclose(fwd, bwd)
+    # EP 32 on 8-GPU hosts crosses the network: a token crosses once per remote node it needs (< 8 copies),
+    # so the dispatch is cheaper than a plain all-to-all of all k copies, but dearer than EP 8 over NVLink
+    from clustertwin.sim.comm import ALL_TO_ALL, collective_time
+
+    plain = collective_time(ALL_TO_ALL, moe_layer(st_in).a2a_bytes, st_in.e, 8.0, st_in.hw)
+    assert fwd[1] < 2.0 * plain[1] and fwd[1] > fwd[0]
+    assert fwd[0] == pytest.approx(2.0 * plain[0])  # inside one domain: the direct all-to-all
+
+
+def test_grouped_gemm_efficiency_falls_with_tokens_per_expert(catalog):
+    """The same rows split over more, smaller expert GEMMs take longer (per-expert kernels, tile/K losses)."""
+    st_in = _stage(catalog)
+    rows = 32768.0
+    times = []
+    for experts in (1.0, 16.0, 32.0, 64.0, 128.0, 256.0):
+        f, b = grouped_gemm_train_time(st_in, rows / experts, 1536.0, 2048.0, experts, in_bytes=2.0)
+        times.append(float(f + b))
+    # (below ~16 experts wave quantisation makes the curve saw-toothed; past it, it only falls)
+    assert all(later > earlier for earlier, later in zip(times[1:], times[2:], strict=False))
+    flops = 6 * rows * 1536 * 2048
+    eff = [flops / t / st_in.hw.peak for t in times]
+    assert eff[0] > 0.5 and eff[-1] < 0.3 * eff[0]
+
+
+def test_tokens_per_expert_balanced():
+    class _St:  # the three fields tokens_per_expert reads
+        model, tok, t, e, etp = QWEN3_30B, np.asarray(4096.0), 1.0, np.asarray(8.0), np.asarray(1.0)
+
+    m, local = tokens_per_expert(_St)
+    assert float(local) == 16 and float(m) == 4096 * 8 * 8 / 128
+    assert float(m * local) == 4096 * 8  # every routed copy lands on exactly one local expert
+
+
+def test_fp8_adds_per_expert_quantisation_and_moe_selective_recompute_is_fine_grained(catalog):
+    bf = moe_layer(_stage(catalog, dtype="bf16"))
+    f8 = moe_layer(_stage(catalog, dtype="fp8"))
+    assert float(f8.mem_fwd_s) > float(bf.mem_fwd_s) and float(f8.mem_bwd_s) > float(bf.mem_bwd_s)
+    s = catalog.system("hgx-h100")
+    hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
+    kw = dict(tp=1, pp=1, dp=8, cp=1, ep=8, vpp=1, micro_batch=1, zero=1, global_batch=64, seq_len=4096)
+    sel = stage_costs(QWEN3_30B, hw, recompute=1, **kw)
+    full = stage_costs(QWEN3_30B, hw, recompute=2, **kw)
+    # MoE recipes recompute norms + expert activation, far less than the attention core or the layer
+    assert 0 < float(sel["layer_recompute_s"]) < 0.5 * float(sel["layer_fwd_attn_s"])
+    assert float(full["layer_recompute_s"]) > 5 * float(sel["layer_recompute_s"])
+
+
+def test_host_idle_only_when_host_outpaces_gpu(catalog):
+    st_in = _stage(catalog)
+    eff = st_in.hw.eff
+    slow = replace(st_in, hw=replace(st_in.hw, eff=replace(eff, moe_host_layer_s=1e-3, moe_host_expert_s=1e-3)))
+    f, b = host_idle(slow, np.asarray(0.0), np.asarray(0.0))
+    assert float(f) == pytest.approx((1e-3 + 16e-3) / 3) and float(b) == pytest.approx(2 * (1e-3 + 16e-3) / 3)
+    f, b = host_idle(slow, np.asarray(1.0), np.asarray(1.0))  # GPU work longer than the host's issue time
+    assert float(f) == 0.0 and float(b) == 0.0
+    dense = replace(slow, model=ModelSpec(id="d", num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=10))
+    assert float(host_idle(dense, np.asarray(0.0), np.asarray(0.0))[0]) == 0.0
+
+
+# Published FP8 grouped-GEMM throughput on H800 (Hopper, same SMs as H100): deepseek-ai/DeepGEMM README,
+# "Performance" tables "Grouped GEMMs for MoE models" (contiguous and masked layouts), NVCC 12.8.
+# (groups, M per group, N, K, TFLOP/s)
+DEEPGEMM_H800_GROUPED = [
+    (4, 8192, 4096, 7168, 1297), (4, 8192, 7168, 2048, 1099), (8, 4096, 4096, 7168, 1288),
+    (8, 4096, 7168, 2048, 1093), (1, 1024, 4096, 7168, 1233), (1, 1024, 7168, 2048, 925),
+    (2, 512, 4096, 7168, 1040), (2, 512, 7168, 2048, 916), (4, 256, 4096, 7168, 932), (4, 256, 7168, 2048, 815),
+]
+
+
+def test_grouped_gemm_shape_model_against_published_kernel_measurements(catalog):
+    """The GEMM shape model (MAMF x tile/wave/K efficiency, memory roofline) for grouped expert GEMMs
+    stays within 20 % of DeepGEMM's measured FP8 grouped GEMMs on H800 (mean within 12 %). A check of a
+    sourced model against published kernel data, not a fit: no constant was tuned to these points."""
+    from clustertwin.sim.kernels import gemm_time
+
+    s = catalog.system("dgx-h800")
+    hw = make_hardware(s, catalog.fabric(s.default_scaleout), "fp8", catalog)
+    ratios = []
+    for g, m, n, k, tflops in DEEPGEMM_H800_GROUPED:
+        t = float(gemm_time(hw, m, n, k, g, in_bytes=1.0))
+        ratios.append(2.0 * g * m * n * k / t / 1e12 / tflops)
+    assert all(0.8 < r < 1.2 for r in ratios), ratios
+    assert sum(abs(r - 1) for r in ratios) / len(ratios) < 0.12
