@@ -52,6 +52,9 @@ def parse_size(text: str) -> int:
             f"cannot read size {text!r}",
             hint="write a number of bytes with an optional K, M, G or T suffix, e.g. 8, 64K, 128M, 8G",
         )
+    if m.group(4) == "b":
+        raise InputError(f"size {text!r}: a lower-case 'b' means bits; sizes are in bytes",
+                         hint=f"write {m.group(1)}{m.group(2).upper()} or {m.group(1)}{m.group(2).upper()}B (bytes)")
     value = float(m.group(1)) * _SIZE_MULT[m.group(2).upper()]
     if value < 1:
         raise InputError(f"size {text!r} is smaller than one byte", hint="use a size of at least 1 byte")

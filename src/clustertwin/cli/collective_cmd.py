@@ -56,6 +56,12 @@ def collective_cmd(
     op = normalize_op(op)
     algo_n = normalize_algo(op, algo)
     require_positive("--domains", domains)
+    from ..limits import check_limit
+
+    if domains is not None:
+        check_limit("domains", domains)
+    if gpus is not None:
+        check_limit("gpus", gpus)
     require_positive("--gpus", gpus)
     tname, width = dtype_info(dtype)
     size_arr = parse_sizes(sizes)

@@ -136,6 +136,9 @@ def fabric_cmd(
 
     Example: clustertwin fabric all_reduce --system hgx-h100 --domains 1024 --routing spray
     """
+    from ..limits import check_limit
+
+    check_limit("channels", channels)
     from ..fabric import (
         Faults,
         check_routing,

@@ -147,6 +147,10 @@ def goodput_cmd(
         _positive(name, v)
     if monte_carlo < 0:
         raise InputError(f"--monte-carlo must not be negative, got {monte_carlo}")
+    from ..limits import check_limit
+
+    check_limit("monte_carlo", monte_carlo)
+    check_limit("days", days)
     tau = _interval(checkpoint_interval)
     overrides = _parse_rates(rate)
     cat = catalog_from(catalog)

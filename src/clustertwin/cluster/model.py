@@ -478,6 +478,9 @@ def build_cluster(
         raise UnknownNameError("scale-out topology", topology, SCALEOUT_TOPOLOGIES)
     if isinstance(domains, bool) or int(domains) != domains or domains < 1:
         raise InputError(f"--domains must be a whole number >= 1, got {domains}")
+    from ..limits import check_limit
+
+    check_limit("domains", domains)
     domains = int(domains)
     if isinstance(tiers, str) and tiers != "auto":
         if not tiers.isdigit():

@@ -66,6 +66,10 @@ def parse_sizes(text: str) -> np.ndarray:
         vals = [parse_size(p) for p in s.split(",") if p.strip()]
         if not vals:
             raise InputError(f"--sizes {text!r} lists no sizes", hint="write e.g. 1M,64M")
+        from ..limits import check_limit
+
+        check_limit("sizes", len(vals), flag="--sizes (number of sizes)")
+        check_limit("message_bytes", max(vals), flag="--sizes maximum")
         return np.asarray(vals, dtype=float)
     if ":" not in s:
         return np.asarray([parse_size(s)], dtype=float)
@@ -83,9 +87,14 @@ def parse_sizes(text: str) -> np.ndarray:
             raise InputError(f"size range factor must be > 1, got {parts[2]}", hint="e.g. 8:8G:2")
     if lo > hi:
         raise InputError(f"size range {text!r} is empty: {lo} B > {hi} B", hint="put the smaller size first, e.g. 8:8G")
+    from ..limits import LIMITS, check_limit
+
+    check_limit("message_bytes", hi, flag="--sizes maximum")
+    n_points = math.floor(math.log(hi / lo) / math.log(factor) + 1e-9) + 1
+    check_limit("sizes", n_points, flag=f"--sizes {text!r} (number of sizes)")
     out = []
     v = float(lo)
-    while v <= hi * (1 + 1e-12):
+    while v <= hi * (1 + 1e-12) and len(out) <= LIMITS["sizes"][0]:
         out.append(math.floor(v))
         v *= factor
     return np.asarray(out, dtype=float)

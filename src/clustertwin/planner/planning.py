@@ -72,7 +72,12 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
             f"hold {req.domains * domain} GPUs",
             hint="pass only one of --gpus and --domains",
         )
+    from ..limits import check_limit
+
+    if req.domains is not None:
+        check_limit("domains", req.domains)
     if req.num_gpus is not None:
+        check_limit("gpus", req.num_gpus)
         gpus = int(req.num_gpus)
     elif req.domains is not None:
         gpus = int(req.domains) * domain

@@ -195,12 +195,17 @@ def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep fi
     stack = get_stack(spec.stack)
     options = with_stack(spec.search.to_options(), stack)
     engine_options = {**stack.engine_options(), **spec.engine_options}
+    from ..limits import check_limit
+
     jobs: list[Job] = []
     for grid in spec.designs:
         if (grid.domains is None) == (grid.gpus is None):
             raise InputError(f"{label}: each design grid needs exactly one of `domains` or `gpus`",
                              hint="e.g. `domains: [64, 128]` (scale-up domains) or `gpus: [512, 1024]`")
         sizes = grid.domains if grid.domains is not None else grid.gpus
+        n_grid = (len(grid.system) * len(sizes) * len(grid.fabric) * len(grid.oversubscription) * len(spec.models)
+                  * len(spec.global_batch) * max(1, len(spec.seq_len or [])))
+        check_limit("sweep_jobs", len(jobs) + n_grid, flag=f"{label}: jobs in the grid")
         for system_id, size, fabric, over, model, gb in itertools.product(
             grid.system, sizes, grid.fabric, grid.oversubscription, spec.models, spec.global_batch
         ):

@@ -124,6 +124,10 @@ def make_plan(
                     ("micro-batch", micro_batch), ("seq-len", seq_len)):
         if v is None or int(v) < 1:
             raise InputError(f"--{name} must be a positive integer, got {v}", hint=f"pass --{name} 1 or more")
+    from ..limits import check_limit
+
+    if gpus is not None:
+        check_limit("gpus", gpus)
     if dp is None:
         if gpus is None:
             dp = 1
@@ -137,6 +141,7 @@ def make_plan(
             dp = gpus // inner
     if dp < 1:
         raise InputError(f"--dp must be a positive integer, got {dp}")
+    check_limit("gpus", tp * pp * cp * dp, flag="tp*pp*cp*dp (GPUs)")
     if global_batch is None:
         global_batch = dp * micro_batch * max(1, pp) * 4 if pp > 1 else dp * micro_batch
     if sequence_parallel is None:

@@ -80,6 +80,9 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
             f"global batch {plan.global_batch} gives no micro-batch per pipeline (dp {plan.dp} x micro-batch {plan.micro_batch})",
             hint="raise --global-batch or lower --dp / --micro-batch",
         )
+    from ...limits import check_limit
+
+    check_limit("micro_batches", m * int(plan.vpp) * int(plan.pp), flag="micro-batches x virtual stages x stages (event engine)")
     zero = int(plan.zero_effective)
     domain = int(hw.domain)
     t, c, d, p, e = plan.tp, plan.cp, plan.dp, plan.pp, plan.ep

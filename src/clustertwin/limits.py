@@ -1,0 +1,42 @@
+"""Documented limits on requests that could exhaust memory or run for hours (issue #19).
+
+Every limit is checked before any allocation and raises an ``InputError`` (exit 2) that names the
+limit, the value asked for and what to do instead. The table is in docs/limits.md; change both
+together (a test compares them).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .errors import InputError
+
+# name -> (limit, why / what to do)
+LIMITS: dict[str, tuple[float, str]] = {
+    "gpus": (1_048_576, "2^20 accelerators (5x the largest cluster announced); model a slice of the cluster"),
+    "domains": (262_144, "2^18 scale-up domains; model a slice of the cluster"),
+    "sizes": (4_096, "message sizes per collective sweep; use a larger factor (e.g. 8:8G:2)"),
+    "message_bytes": (2.0**50, "1 PiB per message"),
+    "channels": (64, "NCCL opens at most 64 channels (MAXCHANNELS)"),
+    "monte_carlo": (100_000, "Monte-Carlo runs; 10,000 already give a goodput CDF to < 1 %"),
+    "micro_batches": (65_536, "micro-batches per step for the event engine; raise --micro-batch"),
+    "days": (3_650, "ten years of training"),
+    "sweep_jobs": (1_000_000, "jobs per sweep; split the sweep file"),
+}
+
+
+def check_limit(name: str, value: float, *, flag: str | None = None) -> None:
+    """Refuse a non-finite ``value`` or one above the documented limit ``name``."""
+    limit, why = LIMITS[name]
+    label = flag or f"--{name.replace('_', '-')}"
+    if not math.isfinite(value):
+        raise InputError(f"{label} must be a finite number, got {value!r}", hint="give a number such as 8 or 0.5")
+    if value > limit:
+        raise InputError(f"{label} = {value:,.6g} is above the limit of {limit:,.6g} ({why})",
+                         hint="see the limits table in docs/limits.md")
+
+
+def check_finite(label: str, value: float | None) -> None:
+    """Refuse NaN and infinities anywhere in numeric input."""
+    if value is not None and not math.isfinite(value):
+        raise InputError(f"{label} must be a finite number, got {value!r}", hint="give a number such as 8 or 0.5")
