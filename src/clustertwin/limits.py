@@ -19,7 +19,7 @@ LIMITS: dict[str, tuple[float, str]] = {
     "message_bytes": (2.0**50, "1 PiB per message"),
     "channels": (64, "NCCL opens at most 64 channels (MAXCHANNELS)"),
     "monte_carlo": (100_000, "Monte-Carlo runs; 10,000 already give a goodput CDF to < 1 %"),
-    "micro_batches": (65_536, "micro-batches per step for the event engine; raise --micro-batch"),
+    "micro_batches": (500_000, "micro-batch x stage x virtual-stage slots the event engine simulates (~1 GB); raise --micro-batch or use --engine analytical"),
     "days": (3_650, "ten years of training"),
     "sweep_jobs": (1_000_000, "jobs per sweep; split the sweep file"),
 }

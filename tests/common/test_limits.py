@@ -27,7 +27,7 @@ def _code(capsys, argv):
         (["power", "hgx-h100x8", "--pue", "nan"], "finite"),
         (["power", "hgx-h100x8", "--price-kwh=1e999"], "finite"),
         (["cluster", "hgx-h100", "--domains", "10000000"], "limit"),
-        (["estimate", "--model", "llama3-8b", "--system", "hgx-h100", "--gpus", "8", "--global-batch", "4000000",
+        (["estimate", "--model", "llama3-8b", "--system", "hgx-h100", "--gpus", "8", "--global-batch", "40000000",
           "--engine", "event"], "limit"),
     ],
 )
