@@ -246,4 +246,226 @@ def list_models() -> list[str]:
     return sorted(builtin_models())
 
 
-__all__ = ["ENGINES", "Scenario", "build_scenario", "cross_validate", "estimate", "list_models", "load_scenario", "report", "report_html", "simulate", "validate", "validate_by"]
+# ----------------------------------------------------------------------------------- plan, sweep, compare, results
+# The CLI and the web app call these, so the same input gives the same checks and the same errors.
+
+
+def plan_request(*, model: str | None = None, system: str | None = None, gpus: int | None = None,
+                 domains: int | None = None, global_batch: int | None = None, seq_len: int | None = None,
+                 fabric: str | None = None, dtype: str = "bf16", oversubscription: float = 1.0, top: int = 5,
+                 engine: str = "analytical", tp: int | None = None, pp: int | None = None, dp: int | None = None,
+                 cp: int | None = None, ep: int | None = None, vpp: int | None = None, zero: int | None = None,
+                 micro_batch: int | None = None, recompute: str | None = None, cross_domain: bool = False,
+                 all_variants: bool = False, workers: int = 1, stack: str | None = None):
+    """The planner request ``clustertwin plan`` builds from its flags (checked), and the defaults used."""
+    from .errors import UnknownNameError
+    from .planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest
+    from .planner.space import RECOMPUTE, SpaceOptions
+    from .workload.stacks import DEFAULT_STACK
+
+    if not oversubscription >= 1.0:
+        raise InputError(f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
+                         hint="1 is a non-blocking fat tree; 2 means 2:1")
+    if top < 1:
+        raise InputError(f"--top must be positive, got {top}")
+    fixed = {k: (v,) for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
+                                   ("zero", zero), ("micro_batch", micro_batch)) if v is not None}
+    for k, v in fixed.items():
+        if v[0] < (0 if k == "zero" else 1):
+            raise InputError(f"--{k.replace('_', '-')} must be positive, got {v[0]}")
+    if recompute is not None:
+        if recompute not in RECOMPUTE:
+            raise UnknownNameError("recompute setting", recompute, RECOMPUTE)
+        fixed["recompute"] = (RECOMPUTE.index(recompute),)
+    opts = SpaceOptions(fixed=fixed, tp_across_domains=cross_domain, ep_across_domains=cross_domain,
+                        max_vpp=max(8, vpp or 1), max_cp=max(32, cp or 1), max_pp=max(128, pp or 1),
+                        micro_batches=(1, 2, 4, 8) if micro_batch is None else (micro_batch,),
+                        zero_stages=(0, 1, 2, 3) if zero is None else (zero,))
+    req = PlanRequest(model=model or DEFAULT_MODEL, system=system or DEFAULT_SYSTEM, num_gpus=gpus, domains=domains,
+                      global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
+                      oversubscription=oversubscription, engine=engine, options=opts,
+                      distinct_layouts=not all_variants, workers=workers, stack=stack or DEFAULT_STACK)
+    defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
+    return req, defaults
+
+
+def plan(*, store_db: str | Path | None = None, store: bool = True, catalog=None, catalog_paths=(), **kw: Any) -> dict[str, Any]:
+    """``clustertwin plan --json``'s document: the best layouts, why the runner-up lost, the search stats;
+    stored (``store``) in ``store_db`` (default: the per-user database): ``stored`` has the db and id,
+    ``store_warning`` says why it could not be written."""
+    from .planner.planning import plan as _plan
+
+    req, defaults = plan_request(**kw)
+    cat = _catalog(catalog, catalog_paths)
+    rep = _plan(req, cat)
+    defaults.update(rep.defaults_used)
+    doc = rep.to_json()
+    doc["defaults_used"] = defaults
+    if store:
+        from .planner.record import store_plan
+        from .planner.store import ResultsStore
+
+        try:
+            rs = ResultsStore(store_db)
+            doc["stored"] = {"db": str(rs.path), "id": store_plan(req, rep, rs, cat)}
+        except InputError as exc:  # the plans are still returned: a read-only folder must not lose them
+            doc["store_warning"] = exc.message
+    return doc
+
+
+def device_price_usd(system: Any) -> float | None:
+    """All-in price per accelerator (server / rack share) for sweeps' cost: the catalog's
+    ``price_usd_per_device``, else the reliability area's sourced/assumed defaults by system."""
+    if system.price_usd_per_device is not None:
+        return float(system.price_usd_per_device)
+    try:
+        from .reliability.params import load_params
+    except ImportError:
+        return None
+    params = load_params()
+    p = params.price_by_system.get(system.id) or params.cost.get("default_usd_per_device")
+    return float(p.value) if p is not None else None
+
+
+def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
+    """Cost and power of a sweep design: the planner's BOM adapter, accelerators priced by
+    :func:`device_price_usd`. Module-level, so it pickles by reference to local and Ray workers."""
+    from .planner.sweep import design_cost_power as via_bom
+
+    return via_bom(job, catalog, device_price=device_price_usd)
+
+
+def build_sweep(spec: dict[str, Any] | str | Path, *, catalog=None, catalog_paths=(), label: str | None = None):
+    """A checked, expanded sweep from a sweep mapping or a sweep YAML path."""
+    from .planner.sweep import build_sweep as _build
+    from .planner.sweep import load_sweep_file
+
+    data = spec if isinstance(spec, dict) else load_sweep_file(spec)
+    return _build(data, _catalog(catalog, catalog_paths), label=label or (str(spec) if not isinstance(spec, dict) else "sweep"),
+                  catalog_paths=[str(p) for p in catalog_paths or ()])
+
+
+def sweep(sw: Any, *, db: str | Path | None = None, executor: str = "local", address: str | None = None, workers: int | None = None,
+          progress: Any = None) -> dict[str, Any]:
+    """Run (or resume) a sweep into ``db``; ``clustertwin sweep --json``'s document."""
+    from .planner.executors import make_executor
+    from .planner.store import ResultsStore
+    from .planner.sweep import best_per_design, run_sweep
+
+    ex = make_executor(executor, address=address, workers=workers)
+    store = ResultsStore(db)
+    out = run_sweep(sw, store, ex, progress=progress, cost_fn=design_cost_power)
+    rows = best_per_design(out.rows)
+    return {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(store.path), "executor": ex.name,
+            "catalog_version": sw.catalog_version, "computed_chunks": out.computed_chunks,
+            "skipped_chunks": out.skipped_chunks, "num_chunks": len(sw.chunks), "rows": rows,
+            "pareto": [r["job_index"] for r in rows if r["pareto"]]}
+
+
+def results(db: str | Path | None = None, record_id: str | None = None) -> dict[str, Any]:
+    """The sweeps and plans stored in ``db`` (``{"sweeps": [...]}``), or one of them with its rows
+    (``{"sweep": meta, "rows": [...]}``: a plan's ranked plans, a sweep's best plan per design)."""
+    from .planner.store import ResultsStore
+    from .planner.sweep import best_per_design
+
+    store = ResultsStore(db)  # opens read-only for reads and says so when it does not exist
+    if record_id is None:
+        return {"sweeps": store.sweeps()}
+    meta = store.sweep(record_id)
+    rows = store.results(meta["id"])
+    if (meta.get("spec") or {}).get("kind") != "plan":
+        rows = best_per_design(rows)
+    return {"sweep": meta, "rows": rows}
+
+
+def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_id: str,
+                global_batch: int | None = None) -> dict[str, Any]:
+    """Best layout's step time from the planner; ``{"error": why}`` when no layout can use the design.
+
+    Without an explicit ``global_batch`` the planner's default batch is tried first and then the nearby
+    batches it would suggest (multiples of powers of two and of the GPU count), so that designs whose
+    GPU count does not divide the default batch (576 GPUs = 8 NVL72 racks) are still compared; the
+    batch used is reported in ``basis``. Lives in the facade because reliability sits beside the
+    planner, not above it.
+    """
+    import time
+
+    from .planner import PlanRequest
+    from .planner import plan as _plan
+    from .planner.planning import DEFAULT_TOKENS_PER_BATCH, _batch_candidates
+
+    t0 = time.perf_counter()
+    first_error: InputError | None = None
+    batches: list[int | None] = [global_batch]
+    if global_batch is None:
+        seq = int(getattr(get_model(model_id), "seq_len", 0) or 2048)
+        default = max(1, DEFAULT_TOKENS_PER_BATCH // seq)
+        batches = [default, *_batch_candidates(default, gpus)[:6]]
+    for gb in batches:
+        try:
+            rep = _plan(PlanRequest(model=model_id, system=system_id, num_gpus=gpus, fabric=fabric,
+                                    global_batch=gb, top_k=1), cat)
+        except InputError as exc:
+            first_error = first_error or exc
+            continue
+        best = rep.plans[0]
+        keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
+        used = rep.request.get("global_batch", gb)
+        return {"step_time_s": best.get("step_time_s"), "tokens_per_s": best.get("tokens_per_s"),
+                "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
+                "basis": f"planner best layout, global batch {used} ({rep.engine}, {time.perf_counter() - t0:.1f} s)"}
+    assert first_error is not None
+    return {"error": f"planner: {first_error.message}"}
+
+
+def compare(designs: list[str], *, model: str | None = None, gpus: int | None = None, mfu: float | None = None,
+            utilization: float | None = None, pue: float | None = None, price_kwh: float | None = None,
+            spares: int | None = None, no_plan: bool = False, defaults: tuple = (), catalog=None,
+            catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin compare --json``'s document for designs ``SYSTEM[xDOMAINS][@FABRIC]`` or scenario files."""
+    from .reliability.compare import compare_designs
+    from .reliability.cost import check_cost_inputs
+    from .reliability.design import parse_design
+    from .reliability.failures import build_failure_model
+    from .reliability.params import load_params
+    from .reliability.power import check_power_inputs
+
+    if not designs:
+        raise InputError("compare needs at least one design", hint="e.g. clustertwin compare gb200-nvl72x8 cloudmatrix-384")
+    check_power_inputs(utilization, pue)
+    check_cost_inputs(price_kwh)
+    if gpus is not None and not gpus > 0:
+        raise InputError(f"--gpus must be positive, got {gpus}", hint="pass a value above zero to --gpus")
+    if mfu is not None and not 0 < mfu <= 1:
+        raise InputError(f"--mfu must be in (0, 1], got {mfu}")
+    cat = _catalog(catalog, catalog_paths)
+    prm = load_params(tuple(defaults or ()))
+    ds = [parse_design(x, cat, prm, gpus=gpus) for x in designs]
+    names = [d.name for d in ds]
+    if len(set(names)) != len(names):
+        raise InputError("the same design is listed twice", hint="give each design once")
+    file_models = {d.model for d in ds if d.model}
+    if model is None and len(file_models) == 1:
+        model = file_models.pop()  # every scenario file names the same model
+    m = get_model(model) if model else None
+    perf: dict[str, dict] = {}
+    omitted = None
+    if m is not None and mfu is None:
+        if no_plan:
+            omitted = "step time / MFU omitted (--no-plan); pass --mfu to assume one"
+        else:
+            for d in ds:
+                perf[d.name] = performance(cat, d.system.id, d.num_accelerators, d.fabric.id if d.fabric else None, m.id)
+            errs = [p["error"] for p in perf.values() if p.get("error")]
+            if errs and len(errs) == len(ds):
+                omitted = "step time / MFU omitted: " + errs[0]
+    elif m is None:
+        omitted = "step time, MFU, goodput and tokens per dollar need --model"
+    out = compare_designs(ds, prm, build_failure_model(prm), model=m, performance=perf, utilization=utilization,
+                          pue=pue, price_kwh=price_kwh, mfu=mfu, spares=spares)
+    if omitted:
+        out["omitted"] = omitted
+    return out
+
+
+__all__ = ["ENGINES", "Scenario", "build_scenario", "build_sweep", "compare", "cross_validate", "design_cost_power", "device_price_usd", "estimate", "list_models", "load_scenario", "performance", "plan", "plan_request", "report", "report_html", "results", "simulate", "sweep", "validate", "validate_by"]

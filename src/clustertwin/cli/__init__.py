@@ -28,6 +28,7 @@ from . import (  # noqa: E402,F401
     report_cmd,
     schedule_cmd,
     serve_cmd,
+    ui_cmd,
 )
 from ._common import app, console_err, styled
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import InputError
+from .render import FORMATS, OutputConsole
 
 app = typer.Typer(
     name="clustertwin",
@@ -26,8 +27,23 @@ app = typer.Typer(
 # markup=False: text from users (ids, paths, file contents) is printed as it is, never read as rich
 # markup ("[/x]" or "[red]" in a name must neither crash the printer nor vanish). Styling goes through
 # ``styled`` / rich ``Text`` objects instead.
-console = Console(highlight=False, soft_wrap=False, markup=False)
+console = OutputConsole(highlight=False, soft_wrap=False, markup=False)  # tables adapt: see cli/render.py
 console_err = Console(stderr=True, highlight=False, markup=False)
+
+
+@app.callback()
+def _root(
+    format: Annotated[str, typer.Option("--format", help="Tables: auto (rich on a terminal, plain aligned text in pipes and files) | rich | plain | csv (stdout only CSV). Also CLUSTERTWIN_FORMAT.")] = "",
+) -> None:
+    """ClusterTwin: a digital twin of AI training clusters (scale-up + scale-out, workloads, cost)."""
+    import os
+
+    fmt = format or os.environ.get("CLUSTERTWIN_FORMAT") or "auto"
+    if fmt not in FORMATS:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("output format", fmt, FORMATS, hint="--format auto | rich | plain | csv")
+    console.table_format = fmt  # set on every run (the CLI may run many times in one process)
 
 
 def styled(head: str, style: str, rest: str = "") -> Text:

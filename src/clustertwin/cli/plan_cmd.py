@@ -10,19 +10,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from ..errors import InputError, UnknownNameError
 from ..userfiles import write_atomic
 from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json, styled
+from .render import progress_bar
 
 
 def _opt_int(name: str, help_: str):
@@ -61,32 +54,15 @@ def plan_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Best parallel layouts (TP/PP/DP/CP/EP, micro-batch, ZeRO, recompute) for a model on a cluster."""
-    from ..planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest, plan
-    from ..planner.space import RECOMPUTE, SpaceOptions
-    from ..workload.stacks import DEFAULT_STACK
+    from .. import api
+    from ..planner.planning import plan
 
-    if not oversubscription >= 1.0:
-        raise InputError(f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
-                         hint="1 is a non-blocking fat tree; 2 means 2:1")
-    fixed = {k: (v,) for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
-                                   ("zero", zero), ("micro_batch", micro_batch)) if v is not None}
-    for k, v in fixed.items():
-        if v[0] < (0 if k == "zero" else 1):
-            raise InputError(f"--{k.replace('_', '-')} must be positive, got {v[0]}")
-    if recompute is not None:
-        if recompute not in RECOMPUTE:
-            raise UnknownNameError("recompute setting", recompute, RECOMPUTE)
-        fixed["recompute"] = (RECOMPUTE.index(recompute),)
-    opts = SpaceOptions(fixed=fixed, tp_across_domains=cross_domain, ep_across_domains=cross_domain,
-                        max_vpp=max(8, vpp or 1), max_cp=max(32, cp or 1), max_pp=max(128, pp or 1),
-                        micro_batches=(1, 2, 4, 8) if micro_batch is None else (micro_batch,),
-                        zero_stages=(0, 1, 2, 3) if zero is None else (zero,))
-    req = PlanRequest(model=model or DEFAULT_MODEL, system=system or DEFAULT_SYSTEM, num_gpus=gpus, domains=domains,
-                      global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
-                      oversubscription=oversubscription,
-                      engine=engine, options=opts, distinct_layouts=not all_variants, workers=workers,
-                      stack=stack or DEFAULT_STACK)
-    defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
+    # the checks and the request live in the facade, so the web app gets the same errors
+    req, defaults = api.plan_request(model=model, system=system, gpus=gpus, domains=domains, global_batch=global_batch,
+                                     seq_len=seq_len, fabric=fabric, dtype=dtype, oversubscription=oversubscription,
+                                     top=top, engine=engine, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero,
+                                     micro_batch=micro_batch, recompute=recompute, cross_domain=cross_domain,
+                                     all_variants=all_variants, workers=workers, stack=stack)
     cat = catalog_from(catalog)
     report = plan(req, cat)
     defaults.update(report.defaults_used)
@@ -154,49 +130,9 @@ def _render_plans(report: Any) -> None:
 # --------------------------------------------------------------------------------------- sweep
 
 
-def device_price_usd(system: Any) -> float | None:
-    """All-in price per accelerator (server / rack share) for sweeps' cost: the catalog's
-    ``price_usd_per_device``, else the reliability area's sourced/assumed defaults by system."""
-    if system.price_usd_per_device is not None:
-        return float(system.price_usd_per_device)
-    try:
-        from ..reliability.params import load_params
-    except ImportError:
-        return None
-    params = load_params()
-    p = params.price_by_system.get(system.id) or params.cost.get("default_usd_per_device")
-    return float(p.value) if p is not None else None
-
-
-def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
-    """Cost and power of a sweep design: the planner's BOM adapter, with accelerators priced by
-    :func:`device_price_usd`. Wired here, above the planner, cluster and reliability areas, so those
-    stay independent layers. Module-level, so it pickles by reference to local and Ray workers."""
-    from ..planner.sweep import design_cost_power as via_bom
-
-    return via_bom(job, catalog, device_price=device_price_usd)
-
-
-class _Bar:
-    """A rich progress bar on stderr (stdout stays clean for --json)."""
-
-    def __init__(self, label: str):
-        self.progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("chunks"),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), console=console_err, transient=False)
-        self.task = None
-
-    def __enter__(self):
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.progress.stop()
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.task is None:
-            self.task = self.progress.add_task("", total=total, completed=done)
-        else:
-            self.progress.update(self.task, completed=done, total=total)
+# Sweep cost and power (accelerators priced from the catalog or the reliability defaults) live in the
+# facade; re-exported here for callers of the old location.
+from ..api import design_cost_power, device_price_usd  # noqa: E402,F401
 
 
 @app.command("stacks")
@@ -241,7 +177,7 @@ def sweep_cmd(
     ex = make_executor(executor, address=address, workers=workers)
     store = ResultsStore(db)
     db = store.path
-    with _Bar(f"sweep {sw.name} [{ex.name}]") as bar:
+    with progress_bar(f"sweep {sw.name} [{ex.name}]", unit="chunks", enabled=not json_) as bar:
         out = run_sweep(sw, store, ex, progress=bar, cost_fn=design_cost_power)
     rows = best_per_design(out.rows)
     doc = {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(db), "catalog_version": sw.catalog_version,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,39 +67,10 @@ def _model(name: str | None):
 
 def performance(cat, system_id: str, gpus: int, fabric: str | None, model_id: str,
                 global_batch: int | None = None) -> dict[str, Any]:
-    """Best layout's step time from the planner; ``{"error": why}`` when no layout can use the design.
+    """The planner's best layout for a design (see ``api.performance``)."""
+    from .. import api
 
-    Without an explicit ``global_batch`` the planner's default batch is tried first and then the nearby
-    batches it would suggest (multiples of powers of two and of the GPU count), so that designs whose
-    GPU count does not divide the default batch (576 GPUs = 8 NVL72 racks) are still compared; the
-    batch used is reported in ``basis``. Lives in the CLI layer because reliability sits beside the
-    planner, not above it.
-    """
-    from ..planner import PlanRequest, plan
-    from ..planner.planning import DEFAULT_TOKENS_PER_BATCH, _batch_candidates
-
-    t0 = time.perf_counter()
-    first_error: InputError | None = None
-    batches: list[int | None] = [global_batch]
-    if global_batch is None:
-        seq = int(getattr(_model(model_id), "seq_len", 0) or 2048)
-        default = max(1, DEFAULT_TOKENS_PER_BATCH // seq)
-        batches = [default, *_batch_candidates(default, gpus)[:6]]
-    for gb in batches:
-        try:
-            rep = plan(PlanRequest(model=model_id, system=system_id, num_gpus=gpus, fabric=fabric,
-                                   global_batch=gb, top_k=1), cat)
-        except InputError as exc:
-            first_error = first_error or exc
-            continue
-        best = rep.plans[0]
-        keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
-        used = rep.request.get("global_batch", gb)
-        return {"step_time_s": best.get("step_time_s"), "tokens_per_s": best.get("tokens_per_s"),
-                "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
-                "basis": f"planner best layout, global batch {used} ({rep.engine}, {time.perf_counter() - t0:.1f} s)"}
-    assert first_error is not None
-    return {"error": f"planner: {first_error.message}"}
+    return api.performance(cat, system_id, gpus, fabric, model_id, global_batch)
 
 
 def _assumption_list(items) -> None:
@@ -314,46 +284,11 @@ def compare_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Side-by-side comparison of cluster designs: compute, memory, bandwidth, power, cost, goodput."""
-    from ..reliability.compare import compare_designs
-    from ..reliability.cost import check_cost_inputs
-    from ..reliability.design import parse_design
-    from ..reliability.failures import build_failure_model
-    from ..reliability.power import check_power_inputs
+    from .. import api
 
-    if not designs:
-        raise InputError("compare needs at least one design", hint="e.g. clustertwin compare gb200-nvl72x8 cloudmatrix-384")
-    check_power_inputs(utilization, pue)
-    check_cost_inputs(price_kwh)
-    _positive("--gpus", gpus)
-    if mfu is not None and not 0 < mfu <= 1:
-        raise InputError(f"--mfu must be in (0, 1], got {mfu}")
-    cat = catalog_from(catalog)
-    prm = _params(defaults)
-    ds = [parse_design(x, cat, prm, gpus=gpus) for x in designs]
-    names = [d.name for d in ds]
-    if len(set(names)) != len(names):
-        raise InputError("the same design is listed twice", hint="give each design once")
-    file_models = {d.model for d in ds if d.model}
-    if model is None and len(file_models) == 1:
-        model = file_models.pop()  # every scenario file names the same model
-    m = _model(model)
-    perf: dict[str, dict] = {}
-    omitted = None
-    if m is not None and mfu is None:
-        if no_plan:
-            omitted = "step time / MFU omitted (--no-plan); pass --mfu to assume one"
-        else:
-            for d in ds:
-                perf[d.name] = performance(cat, d.system.id, d.num_accelerators, d.fabric.id if d.fabric else None, m.id)
-            errs = [p["error"] for p in perf.values() if p.get("error")]
-            if errs and len(errs) == len(ds):
-                omitted = "step time / MFU omitted: " + errs[0]
-    elif m is None:
-        omitted = "step time, MFU, goodput and tokens per dollar need --model"
-    out = compare_designs(ds, prm, build_failure_model(prm), model=m, performance=perf, utilization=utilization,
-                          pue=pue, price_kwh=price_kwh, mfu=mfu, spares=spares)
-    if omitted:
-        out["omitted"] = omitted
+    # the checks and the comparison live in the facade, so the web app gets the same errors
+    out = api.compare(designs, model=model, gpus=gpus, mfu=mfu, utilization=utilization, pue=pue, price_kwh=price_kwh,
+                      spares=spares, no_plan=no_plan, defaults=tuple(defaults or ()), catalog=catalog_from(catalog))
     if json_:
         emit_json(out)
         return

@@ -54,24 +54,6 @@ def _f(x: Any) -> Any:
     return x
 
 
-def device_price_usd(system: Any) -> float | None:
-    """All-in price per accelerator: the catalog's ``price_usd_per_device``, else the reliability
-    defaults (sourced or marked assumed in reliability/data) by system. Same rule as ``sweep``."""
-    if system.price_usd_per_device is not None:
-        return float(system.price_usd_per_device)
-    from ..reliability.params import load_params
-
-    params = load_params()
-    p = params.price_by_system.get(system.id) or params.cost.get("default_usd_per_device")
-    return float(p.value) if p is not None else None
-
-
-def _sweep_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
-    from ..planner.sweep import design_cost_power
-
-    return design_cost_power(job, catalog, device_price=device_price_usd)
-
-
 # ----------------------------------------------------------------------------------------- parts
 
 
@@ -208,7 +190,7 @@ def layout_label(p: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def sweep_part(sc: Any, factors: tuple[float, ...] = (0.5, 1, 2, 4, 8, 16)) -> dict[str, Any]:
+def sweep_part(api: Any, sc: Any, factors: tuple[float, ...] = (0.5, 1, 2, 4, 8, 16)) -> dict[str, Any]:
     """A small design sweep around the scenario: its system at several GPU counts, on its fabric and on
     one alternative of the same port speed class, best plan per design (the scaling curve and Pareto)."""
     from ..planner.executors import LocalExecutor
@@ -233,7 +215,7 @@ def sweep_part(sc: Any, factors: tuple[float, ...] = (0.5, 1, 2, 4, 8, 16)) -> d
     sw = build_sweep(spec, sc.catalog, label="report design sweep",
                      resolve=lambda name: sc.model if name == model_ref else resolve_model_cached(name))
     with tempfile.TemporaryDirectory(prefix="ct-report-") as tmp:
-        out = run_sweep(sw, ResultsStore(Path(tmp) / "sweep.db"), LocalExecutor(workers=1), cost_fn=_sweep_cost_power)
+        out = run_sweep(sw, ResultsStore(Path(tmp) / "sweep.db"), LocalExecutor(workers=1), cost_fn=api.design_cost_power)
         rows = best_per_design(out.rows)
     return _f({"spec": spec, "rows": [{k: v for k, v in r.items() if k != "breakdown"} for r in rows]})
 
@@ -359,7 +341,7 @@ def collect_scenario(api: Any, sc: Any, *, trace_path: str | Path | None = None,
     tick(2)
     _part(data, "plan", plan_part, api, sc)
     tick(3)
-    _part(data, "sweep", sweep_part, sc)
+    _part(data, "sweep", sweep_part, api, sc)
     tick(4)
     if sc.fabric is not None and getattr(sc.system, "nics_per_host", 1):
         _part(data, "fabric", fabric_part, sc, fabric_domains, seed=seed)
@@ -448,4 +430,4 @@ def assumptions(data: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-__all__ = ["collect_from_db", "collect_scenario", "device_price_usd", "layout_label", "timeline_lanes"]
+__all__ = ["collect_from_db", "collect_scenario", "layout_label", "timeline_lanes"]
