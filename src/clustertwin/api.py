@@ -216,16 +216,18 @@ def cross_validate(path: str | Path, column: str = "source", *, catalog=None, ca
 
 def report(scenario: Scenario | str | Path | None = None, *, html: str | Path | None = None, db: str | Path | None = None,
            record_id: str | None = None, trace: str | Path | bool | None = None, fabric_domains: int | None = None,
-           monte_carlo_runs: int = 2000, seed: int = 0, catalog=None, progress: Any = None) -> dict[str, Any]:
+           monte_carlo_runs: int = 2000, seed: int = 0, scheduling: bool = False, catalog=None,
+           progress: Any = None) -> dict[str, Any]:
     """The HTML report's data for a scenario (object or YAML path) or a stored plan/sweep (``db`` +
-    ``record_id``); with ``html`` also writes the self-contained page. Returns the data, plus
-    ``html_path`` and ``html_bytes`` when written."""
+    ``record_id``); with ``html`` also writes the self-contained page. ``scheduling`` adds the openb
+    GPU-sharing experiment (a few seconds). Returns the data, plus ``html_path`` and ``html_bytes``
+    when written."""
     from .report.build import report_data, write_report
 
     if scenario is not None and not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, catalog=catalog)
     data = report_data(sys.modules[__name__], scenario, db=db, record_id=record_id, html_path=html, trace=trace, fabric_domains=fabric_domains,
-                       monte_carlo_runs=monte_carlo_runs, seed=seed, progress=progress)
+                       monte_carlo_runs=monte_carlo_runs, seed=seed, scheduling=scheduling, progress=progress)
     if html is not None:
         path, size = write_report(data, html)
         data["html_path"], data["html_bytes"] = str(path), size

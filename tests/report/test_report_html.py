@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "llama3-70b-hgx-h100.yaml"
 EXPECTED_CHARTS = {"topology", "power", "capex", "waterfall", "comm-exposed", "timeline", "memory", "scaling",
                    "pareto-cost", "pareto-power", "link-heatmap", "routing", "goodput-cdf", "interruptions",
-                   "accuracy-by-gpu"}
+                   "accuracy-by-gpu", "serving-pareto"}
 
 
 def run(capsys, *args: str) -> tuple[int, str, str]:
@@ -34,7 +34,8 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 def test_scenario_report_has_every_section_and_chart(scenario_report):
     html, doc = scenario_report
     text = html.read_text(encoding="utf-8")
-    assert doc["sections"] == ["overview", "cluster", "step", "plan", "fabric", "reliability", "accuracy", "assumptions"]
+    assert doc["sections"] == ["overview", "cluster", "step", "plan", "fabric", "reliability", "serving", "accuracy",
+                               "assumptions"]
     assert doc["skipped"] == {}
     charts = set(re.findall(r'class="ct-chart" data-chart="([^"]+)"', text))
     assert charts == EXPECTED_CHARTS
@@ -141,3 +142,15 @@ def test_charts_draw_one_mark_per_value_and_escape_labels():
     assert sc.count('class="ct-mark"') == 1
     h = svg.heatmap("h", "t", ["r"], ["1", "2"], [[0.5, None]], x_label="x", y_label="y")
     assert h.count('class="ct-mark"') == 2 and "no links" in h
+
+
+def test_scheduling_section_renders_the_openb_curves():
+    from clustertwin.report.html import render_document
+    from clustertwin.report.serving_sched import collect_scheduling
+
+    d = collect_scheduling(("random", "bestfit"))
+    assert [r["policy"] for r in d["runs"]] == ["random", "bestfit"]
+    final = {r["policy"]: r["curve"][-1]["allocated_pct"] for r in d["runs"]}
+    assert 0 < final["random"] <= final["bestfit"] <= 100  # best-fit packs at least as well as random (ATC'23 Fig. 7)
+    html, ids = render_document({"scheduling": d, "skipped": {}})
+    assert ids == ["scheduling"] and 'data-chart="sched-allocation"' in html and html.count("<polyline") == 2

@@ -22,11 +22,13 @@ def report_cmd(
     fabric_domains: Annotated[int | None, typer.Option("--fabric-domains", help="Scale-up domains for the fabric study (default: the scenario's, at least 64).")] = None,
     monte_carlo: Annotated[int, typer.Option("--monte-carlo", help="Simulated runs for the goodput distribution.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the fabric and Monte-Carlo simulations.")] = 0,
+    scheduling: Annotated[bool, typer.Option("--scheduling", help="Add the openb GPU-sharing scheduling experiment (random, best-fit, FGD; ~10 s).")] = False,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
     """Write an HTML report: cluster picture and BOM, step waterfall, timeline, memory, plans, scaling,
-    Pareto front, fabric heatmap and routing, goodput distribution, accuracy table, assumptions.
+    Pareto front, fabric heatmap and routing, goodput distribution, serving throughput vs interactivity,
+    (with --scheduling) GPU allocation per placement policy, accuracy table, assumptions.
 
     Example: clustertwin report scenarios/llama3-70b-hgx-h100.yaml --html r.html
     """
@@ -51,7 +53,7 @@ def report_cmd(
     sc = api.load_scenario(scenario, catalog=cat) if scenario is not None else None
     with progress_bar("report", unit="parts", enabled=not json_) as bar:
         data = api.report(sc, html=html, db=from_db, record_id=record_id, trace=tr, fabric_domains=fabric_domains,
-                          monte_carlo_runs=monte_carlo, seed=seed, progress=bar)
+                          monte_carlo_runs=monte_carlo, seed=seed, scheduling=scheduling, progress=bar)
     sections = data["sections"]
     doc = {"html": data["html_path"], "bytes": data["html_bytes"], "sections": sections,
            "trace": (data.get("step") or {}).get("trace_file"), "skipped": data.get("skipped", {})}

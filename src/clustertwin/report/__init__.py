@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from . import serving_sched  # noqa: F401  (registers the serving and scheduling sections)
 from .html import SECTIONS, Section, register_section, render_html
 from .trace import chrome_trace, write_chrome_trace
 

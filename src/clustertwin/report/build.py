@@ -14,7 +14,7 @@ from .html import MAX_BYTES, render_document
 def report_data(api: Any, scenario: Any = None, *, db: str | Path | None = None, record_id: str | None = None,
                 html_path: str | Path | None = None, trace: str | Path | bool | None = None,
                 fabric_domains: int | None = None, monte_carlo_runs: int = 2000, seed: int = 0,
-                validation: bool = True, progress: Any = None) -> dict[str, Any]:
+                validation: bool = True, scheduling: bool = False, progress: Any = None) -> dict[str, Any]:
     """The report's data for a scenario (``api.Scenario``) or a stored plan/sweep (``db`` + ``record_id``).
 
     ``trace``: a path for the Perfetto trace, ``True`` for ``<html stem>.trace.json`` beside the HTML,
@@ -34,7 +34,8 @@ def report_data(api: Any, scenario: Any = None, *, db: str | Path | None = None,
     elif trace not in (None, False, True):
         trace_path = Path(trace)  # type: ignore[arg-type]
     data = collect_scenario(api, scenario, trace_path=trace_path, fabric_domains=fabric_domains,
-                            monte_carlo_runs=monte_carlo_runs, seed=seed, validation=validation, progress=progress)
+                            monte_carlo_runs=monte_carlo_runs, seed=seed, validation=validation,
+                            scheduling=scheduling, progress=progress)
     if trace_path is not None and data.get("step", {}).get("trace_file"):
         base = Path(html_path).resolve().parent if html_path is not None else Path.cwd()
         href = os.path.relpath(Path(data["step"]["trace_file"]).resolve(), base).replace(os.sep, "/")

@@ -323,11 +323,14 @@ def _part(data: dict[str, Any], key: str, fn: Any, *args: Any, **kw: Any) -> Any
 
 def collect_scenario(api: Any, sc: Any, *, trace_path: str | Path | None = None, fabric_domains: int | None = None,
                      monte_carlo_runs: int = 2000, seed: int = 0, validation: bool = True,
-                     progress: Any = None) -> dict[str, Any]:
+                     serving: bool = True, scheduling: bool = False, progress: Any = None) -> dict[str, Any]:
     """All report parts for one scenario (``api.Scenario``). ``api``: the facade (``clustertwin.api``)
     whose ``simulate``, ``build_scenario`` and ``validate`` the report calls; passed in, so that the
     report sits below the facade in the layers and tests can hand it a fake."""
-    steps = ["cluster", "step", "plan", "sweep", "fabric", "reliability"] + (["accuracy"] if validation else [])
+    from .serving_sched import collect_scheduling, collect_serving
+
+    steps = (["cluster", "step", "plan", "sweep", "fabric", "reliability"] + (["serving"] if serving else [])
+             + (["scheduling"] if scheduling else []) + (["accuracy"] if validation else []))
     data: dict[str, Any] = {"kind": "scenario", "skipped": {}, "scenario": scenario_header(sc)}
 
     def tick(i: int) -> None:
@@ -348,10 +351,21 @@ def collect_scenario(api: Any, sc: Any, *, trace_path: str | Path | None = None,
     tick(5)
     tps = step["estimate"]["tokens_per_s"] if step else None
     _part(data, "reliability", reliability_part, sc, tps, runs=monte_carlo_runs, seed=seed)
-    tick(6)
+    done = 6
+    tick(done)
+    if serving:
+        cost = (data.get("cluster") or {}).get("cost") or {}
+        per_gpu_h = cost.get("usd_per_hour") / sc.plan.num_gpus if cost.get("usd_per_hour") else None
+        _part(data, "serving", collect_serving, sc, usd_per_gpu_hour=per_gpu_h)
+        done += 1
+        tick(done)
+    if scheduling:
+        _part(data, "scheduling", collect_scheduling)
+        done += 1
+        tick(done)
     if validation:
         _part(data, "accuracy", validation_part, api)
-        tick(7)
+        tick(done + 1)
     data["assumptions"] = assumptions(data)
     return data
 
