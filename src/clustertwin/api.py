@@ -77,6 +77,9 @@ def build_scenario(*, model: str | ModelSpec | dict, system: str, gpus: int | No
     kw.setdefault("seq_len", m.seq_len)
     plan = make_plan(gpus=gpus, **kw)
     check_plan(m, plan)
+    from .cluster.buildable import check_buildable
+
+    check_buildable(sysspec, fab, plan.num_gpus, catalog=cat, knobs=("fabric",))
     return Scenario(model=m, system=sysspec, fabric=fab, plan=plan, name=name, catalog=cat)
 
 

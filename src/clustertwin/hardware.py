@@ -95,6 +95,7 @@ class ScaleOutTech:
     sharp: bool = False  # in-network reduction (IB SHARP)
     adaptive_routing: bool = False
     packet_spraying: bool = False
+    planes: int = 1  # independent switch planes; 2: every NIC port split over two planes (dual-plane)
     switch_power_w: float | None = None
     switch_price_usd: float | None = None
     nic_power_w: float | None = None

@@ -160,6 +160,7 @@ class ScaleOutIn(_Entry):
     sharp: bool = False
     adaptive_routing: bool = False
     packet_spraying: bool = False
+    planes: int = Field(default=1, ge=1, le=2, description="switch planes; 2 = dual-plane (NIC ports split)")
     switch_power_w: PositiveFloat | None = None
     switch_price_usd: PositiveFloat | None = None
     nic_power_w: PositiveFloat | None = None
@@ -187,6 +188,7 @@ class ScaleOutIn(_Entry):
             sharp=self.sharp,
             adaptive_routing=self.adaptive_routing,
             packet_spraying=self.packet_spraying,
+            planes=self.planes,
             switch_power_w=self.switch_power_w,
             switch_price_usd=self.switch_price_usd,
             nic_power_w=self.nic_power_w,

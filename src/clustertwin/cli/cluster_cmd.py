@@ -13,7 +13,7 @@ from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
 SystemArg = Annotated[str, typer.Argument(help="system id, e.g. hgx-h100, gb200-nvl72, cloudmatrix-384")]
 DomainsOpt = Annotated[int, typer.Option("--domains", help="number of scale-up domains (servers / racks / supernodes)")]
 FabricOpt = Annotated[str | None, typer.Option("--fabric", help="scale-out fabric id (default: the system's)")]
-TopologyOpt = Annotated[str, typer.Option("--topology", help="scale-out topology: fat-tree | rail | dual-plane")]
+TopologyOpt = Annotated[str | None, typer.Option("--topology", help="scale-out topology: fat-tree | rail | dual-plane (default: rail, dual-plane for a two-plane fabric)")]
 OversubOpt = Annotated[float, typer.Option("--oversubscription", help="leaf down:up port ratio, >= 1")]
 TiersOpt = Annotated[str, typer.Option("--tiers", help="scale-out switch tiers: 1, 2, 3 or auto")]
 DomainSizeOpt = Annotated[int | None, typer.Option("--domain-size", help="scale-up partition size (default: full)")]
@@ -39,7 +39,7 @@ def cluster_cmd(
     system: SystemArg,
     domains: DomainsOpt = 1,
     fabric: FabricOpt = None,
-    topology: TopologyOpt = "rail",
+    topology: TopologyOpt = None,
     oversubscription: OversubOpt = 1.0,
     tiers: TiersOpt = "auto",
     domain_size: DomainSizeOpt = None,
@@ -122,7 +122,7 @@ def bom_cmd(
     system: SystemArg,
     domains: DomainsOpt = 1,
     fabric: FabricOpt = None,
-    topology: TopologyOpt = "rail",
+    topology: TopologyOpt = None,
     oversubscription: OversubOpt = 1.0,
     tiers: TiersOpt = "auto",
     domain_size: DomainSizeOpt = None,

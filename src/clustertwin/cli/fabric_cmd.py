@@ -169,7 +169,7 @@ def fabric_cmd(
                     slow_nics=_pairs(slow_nic, "--slow-nic"), degraded=_pairs(degrade_link, "--degrade-link"),
                     stragglers=_pairs(straggler, "--straggler"))
     kw = dict(topology=topology, tiers=tiers, oversubscription=oversubscription)
-    fab = make_fabric(sysm, so, n_gpus, faults=faults, **kw)
+    fab = make_fabric(sysm, so, n_gpus, faults=faults, catalog=cat, **kw)
     size_b = float(parse_size(size))
     header = {
         "what": what_k, "system": sysm.id, "fabric": so.id, "domains": domains, "gpus": n_gpus,

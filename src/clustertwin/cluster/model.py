@@ -459,7 +459,7 @@ def build_cluster(
     domains: int,
     fabric: str | ScaleOutTech | None = None,
     *,
-    topology: str = "rail",
+    topology: str | None = None,
     oversubscription: float = 1.0,
     tiers: int | str = "auto",
     domain_size: int | None = None,
@@ -474,6 +474,10 @@ def build_cluster(
     if fabric is None:
         fabric = sys_.default_scaleout
     fab = catalog.fabric(fabric) if isinstance(fabric, str) else fabric
+    if topology is None:
+        from .buildable import default_topology
+
+        topology = default_topology(sys_, fab)  # rail, or dual-plane for a two-plane fabric
     if topology not in SCALEOUT_TOPOLOGIES:
         raise UnknownNameError("scale-out topology", topology, SCALEOUT_TOPOLOGIES)
     if isinstance(domains, bool) or int(domains) != domains or domains < 1:
@@ -517,7 +521,12 @@ def build_cluster(
         system=sys_, domains=domains, fabric=fab, topology=topology, oversubscription=float(oversubscription),
         tiers=tiers, domain_size=size if size != full else 0,
     )
-    _ = cluster.scaleout  # size the network now so impossible fabrics fail here with the limit
+    try:  # size the network now so impossible fabrics fail here with the limit and what would work
+        _ = cluster.scaleout
+    except InputError as exc:
+        from .buildable import unbuildable
+
+        raise unbuildable(cluster, exc, catalog) from None
     _ = cluster.frontend
     return cluster
 

@@ -75,6 +75,7 @@ def make_fabric(
     oversubscription: float = 1.0,
     radix: int | None = None,
     faults: Faults | None = None,
+    catalog=None,
 ) -> Fabric:
     """Build the scale-out fabric for ``n_gpus`` GPUs of ``system`` on ``scaleout``.
 
@@ -87,12 +88,22 @@ def make_fabric(
         raise InputError(f"need at least one GPU, got {n_gpus}")
     layout = Layout(n_gpus=n_gpus, devices_per_domain=system.devices_per_domain,
                     devices_per_host=system.devices_per_host, nics_per_host=system.nics_per_host)
-    kind = topology or ("rail" if system.nics_per_host >= system.devices_per_host > 1 else "fat-tree")
+    kind = topology or ("dual-plane" if getattr(scaleout, "planes", 1) > 1 else
+                        "rail" if system.nics_per_host >= system.devices_per_host > 1 else "fat-tree")
+    link_bw = scaleout.port_bw
+    nic_bw = min(system.nic_bw, scaleout.port_bw) if kind != "dual-plane" else system.nic_bw
+    if radix is None:  # the same buildability check and port model as plan/estimate/sweep/compare/bom
+        from ..cluster.buildable import check_buildable
+
+        cl = check_buildable(system, scaleout, n_gpus, topology=kind, tiers=tiers, oversubscription=oversubscription,
+                             catalog=catalog)
+        # a switch port faster than the NIC port is split (breakout): 64 x 400G serves 128 x 200G
+        radix, link_bw, nic_bw = cl.switch_radix, cl.port_bw, cl.nic_bw
     topo = build_topology(
         n_endpoints=layout.n_endpoints,
-        link_bw=scaleout.port_bw,
-        nic_bw=min(system.nic_bw, scaleout.port_bw) if kind != "dual-plane" else system.nic_bw,
-        radix=radix or scaleout.switch_radix,
+        link_bw=link_bw,
+        nic_bw=nic_bw,
+        radix=radix,
         kind=kind,
         tiers=tiers,
         oversubscription=oversubscription,

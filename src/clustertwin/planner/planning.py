@@ -99,6 +99,10 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     if req.fabric is None:
         defaults["fabric"] = fabric_id
     fabric = catalog.fabric(fabric_id)
+    from ..cluster.buildable import check_buildable
+
+    check_buildable(system, fabric, gpus, oversubscription=req.oversubscription, catalog=catalog,
+                    knobs=("fabric", "oversubscription"))
     if req.engine not in ("analytical", "event"):
         from ..errors import UnknownNameError
 

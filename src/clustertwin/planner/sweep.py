@@ -343,6 +343,15 @@ def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: Evaluat
     system = catalog.system(job.system)
     row: dict[str, Any] = job_row(job, chunk_id)
     try:
+        from ..cluster.buildable import check_buildable
+
+        check_buildable(system, catalog.fabric(job.fabric), job.num_gpus, oversubscription=job.oversubscription,
+                        catalog=catalog, knobs=("fabric", "oversubscription"))
+    except InputError as exc:  # a cluster that cannot be wired gets no plan, only the reason
+        row.update(cost_usd=None, power_w=None, feasible=False, num_candidates=None, num_feasible=0,
+                   reason=f"cannot be built: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+        return row
+    try:
         cost, power = cost_fn(job, catalog)
     except InputError:
         cost, power = None, None
