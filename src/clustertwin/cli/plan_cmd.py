@@ -50,6 +50,7 @@ def plan_cmd(
     stack: StackOpt = None,
     db: Annotated[Path | None, typer.Option("--db", help="Results database the plans are stored in (default: the per-user one, $CLUSTERTWIN_RESULTS_DB or ~/.local/share/clustertwin/results.db).")] = None,
     store: Annotated[bool, typer.Option("--store/--no-store", help="Store the plans in --db (default on).")] = True,
+    from_row: Annotated[str | None, typer.Option("--from-row", help="Plan the job of a validation row, FILE.csv:ID (or training:ID for the packaged set): model shape, system, GPUs, global batch, seq len, precision and framework from the row; compares with the row's layout and measured tokens/s (not stored).")] = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -64,7 +65,24 @@ def plan_cmd(
                                      micro_batch=micro_batch, recompute=recompute, cross_domain=cross_domain,
                                      all_variants=all_variants, workers=workers, stack=stack)
     cat = catalog_from(catalog)
+    row_info = None
+    if from_row is not None:
+        clash = [f for f, v in (("--model", model), ("--system", system), ("--gpus", gpus), ("--domains", domains),
+                                ("--global-batch", global_batch), ("--seq-len", seq_len), ("--fabric", fabric),
+                                ("--stack", stack)) if v is not None]
+        if clash:
+            raise InputError(f"--from-row takes the job from the row; do not also pass {', '.join(clash)}",
+                             hint="drop those options, or plan without --from-row")
+        from ..planner.fromrow import published_tokens_per_s, request_from_row, row_layout
+
+        req, row = request_from_row(from_row, cat, top_k=req.top_k, engine=req.engine, options=req.options,
+                                    distinct_layouts=req.distinct_layouts, workers=req.workers,
+                                    oversubscription=req.oversubscription, dtype=None if dtype == "bf16" else dtype)
+        defaults, store = {}, False
+        row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row)}
     report = plan(req, cat)
+    if row_info is not None:
+        row_info.update(_compare_with_row(report.plans, row_info))
     defaults.update(report.defaults_used)
     stored = None
     if store:
@@ -82,13 +100,33 @@ def plan_cmd(
         doc["defaults_used"] = defaults
         if stored:
             doc["stored"] = stored
+        if row_info is not None:
+            doc["from_row"] = row_info
         emit_json(doc)
         return
     if defaults:
         console.print("defaults used: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()))
     _render_plans(report)
+    if row_info is not None:
+        lay = row_info["layout"]
+        pub = row_info["published_tokens_per_s"]
+        rank = row_info["published_layout_rank"]
+        console.print(f"row {row_info['id']}: ran {_layout(lay)} {_knobs(lay)}"
+                      + (f", measured {pub:,.0f} tokens/s; best plan / measured = {row_info['best_over_published']:.3f}"
+                         if pub else "")
+                      + (f"; the row's layout is #{rank} here" if rank else "; the row's layout is not in this list"))
     if stored:
         console.print(f"stored in {db} as {stored['id']} (`clustertwin results show {stored['id']} --db {db}`)")
+
+
+def _compare_with_row(plans: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, Any]:
+    keys = ("tp", "pp", "dp", "cp", "ep")
+    lay = info["layout"]
+    rank = next((p["rank"] for p in plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
+    pub = info["published_tokens_per_s"]
+    best = plans[0]["tokens_per_s"] if plans else None
+    return {"published_layout_rank": rank,
+            "best_over_published": (best / pub) if (best and pub) else None}
 
 
 def _layout(p: dict[str, Any]) -> str:

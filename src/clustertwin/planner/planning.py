@@ -62,7 +62,7 @@ class PlanReport:
 def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evaluator] | None = None) -> PlanReport:
     """Search the layouts of ``req`` and return the best ``top_k`` (InputError if none can run)."""
     defaults: dict[str, Any] = {}
-    system = catalog.system(req.system)
+    system = catalog.system(req.system) if isinstance(req.system, str) else req.system
     model = resolve_model(req.model)
     shape = ModelShape.of(model)
     domain = int(system.devices_per_domain)
@@ -95,10 +95,13 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     for name, v in (("--gpus", gpus), ("--global-batch", gb), ("--seq-len", seq), ("--top", req.top_k)):
         if v < 1:
             raise InputError(f"{name} must be a positive integer, got {v}", hint=f"pass {name} 1 or more")
-    fabric_id = req.fabric or system.default_scaleout
-    if req.fabric is None:
-        defaults["fabric"] = fabric_id
-    fabric = catalog.fabric(fabric_id)
+    if req.fabric is not None and not isinstance(req.fabric, str):  # a resolved ScaleOutTech (plan --from-row)
+        fabric, fabric_id = req.fabric, req.fabric.id
+    else:
+        fabric_id = req.fabric or system.default_scaleout
+        if req.fabric is None:
+            defaults["fabric"] = fabric_id
+        fabric = catalog.fabric(fabric_id)
     from ..cluster.buildable import check_buildable
 
     check_buildable(system, fabric, gpus, oversubscription=req.oversubscription, catalog=catalog,
@@ -107,7 +110,7 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
         from ..errors import UnknownNameError
 
         raise UnknownNameError("engine", req.engine, ("analytical", "event"))
-    stack = get_stack(req.stack)
+    stack = get_stack(req.stack) if isinstance(req.stack, str) or req.stack is None else req.stack
     options = with_stack(req.options, stack)
     engine_options = {**stack.engine_options(), **dict(req.engine_options)}
 

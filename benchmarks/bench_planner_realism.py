@@ -1,0 +1,72 @@
+"""Is the planner's best plan realistic? For every Megatron-Bridge row of the packaged training set
+(layouts tuned by NVIDIA on real clusters) plan the same job (`plan --from-row`: model shape, system,
+GPUs, global batch, sequence length, precision, framework preset from the row) and print the ratio
+of the best plan's predicted tokens/s to the published tokens/s, and whether the published layout
+(tp, pp, dp, cp, ep) is among the planner's top 5. A ratio far above 1 is a modelling error to find.
+
+    python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5]
+
+Targets (issue #15): median ratio <= 1.10, none above 1.30.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from clustertwin import load_catalog
+from clustertwin.errors import InputError
+from clustertwin.planner.fromrow import published_tokens_per_s, request_from_row, row_layout
+from clustertwin.planner.planning import plan
+from clustertwin.validate import packaged_path, read_rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--framework", default="megatron-bridge")
+    ap.add_argument("--top", type=int, default=5)
+    a = ap.parse_args()
+    cat = load_catalog()
+    rows = [r for r in read_rows(packaged_path("training")) if (r.get("framework") or "").strip() == a.framework]
+    keys = ("tp", "pp", "dp", "cp", "ep")
+    print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
+    print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
+          f"{'best layout':<22} {'best/pub':>8} {'pub rank':>8} {'s':>5}")
+    ratios, in_top, failed = [], 0, []
+    t_all = time.perf_counter()
+    for r in rows:
+        t0 = time.perf_counter()
+        lay = row_layout(r)
+        pub = published_tokens_per_s(r)
+        try:
+            req, _ = request_from_row(r, cat, top_k=a.top)
+            rep = plan(req, cat)
+        except InputError as exc:
+            failed.append((r["id"], exc.message))
+            print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} no plan: {exc.message[:80]}")
+            continue
+        best = rep.plans[0]
+        rank = next((p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
+        ratio = best["tokens_per_s"] / pub if pub else float("nan")
+        ratios.append(ratio)
+        in_top += rank is not None
+
+        def fmt(p):
+            return "TP{tp} PP{pp} DP{dp} CP{cp} EP{ep}".format(**{k: int(p[k]) for k in keys})
+
+        print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
+              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {str(rank or '-'):>8} {time.perf_counter() - t0:5.1f}",
+              flush=True)
+    if ratios:
+        s = sorted(ratios)
+        q = statistics.quantiles(s, n=4) if len(s) >= 4 else [s[0], statistics.median(s), s[-1]]
+        print(f"\nbest/published over {len(s)} rows: median {statistics.median(s):.3f}, quartiles {q[0]:.3f} / "
+              f"{q[2]:.3f}, min {s[0]:.3f}, max {s[-1]:.3f}; above 1.10: {sum(x > 1.10 for x in s)}, above 1.30: "
+              f"{sum(x > 1.30 for x in s)}, below 0.90: {sum(x < 0.90 for x in s)}")
+        print(f"published layout in the top {a.top}: {in_top} of {len(s)}; no plan: {len(failed)}; "
+              f"{time.perf_counter() - t_all:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""``plan --from-row FILE.csv:ID``: the job of a validation row, compared with the row (issue #15)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from clustertwin.errors import InputError
+from clustertwin.planner.fromrow import published_tokens_per_s, read_row, request_from_row, row_layout
+from clustertwin.planner.planning import plan
+
+
+def test_request_takes_the_job_from_the_row(catalog):
+    req, row = request_from_row("training:mbridge-265", catalog)
+    assert (req.num_gpus, req.global_batch, req.seq_len, req.dtype) == (8, 128, 8192, "fp8")
+    assert req.stack.id == "megatron-bridge" and req.system.id == "hgx-h100"
+    assert req.model.num_layers == int(row["num_layers"]) and req.model.hidden_size == int(row["hidden_size"])
+    rep = plan(req, catalog)
+    assert rep.plans and rep.request["gpus"] == 8
+    pub = published_tokens_per_s(row)
+    assert pub == pytest.approx(128 * 8192 / float(row["measured_step_time_s"]))
+    assert row_layout(row)["dp"] == 8
+
+
+def test_unknown_row_suggests(catalog):
+    with pytest.raises(InputError, match="mbridge-2655"):
+        read_row("training:mbridge-2655")
+    with pytest.raises(InputError, match="FILE.csv:ID"):
+        read_row("training")
+
+
+def test_cli_from_row_json():
+    p = subprocess.run([sys.executable, "-m", "clustertwin", "plan", "--from-row", "training:mbridge-265", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    fr = d["from_row"]
+    assert fr["id"] == "mbridge-265" and fr["layout"]["dp"] == 8 and fr["published_tokens_per_s"] > 0
+    assert fr["best_over_published"] == pytest.approx(d["plans"][0]["tokens_per_s"] / fr["published_tokens_per_s"])
+    assert "stored" not in d
+    bad = subprocess.run([sys.executable, "-m", "clustertwin", "plan", "--from-row", "training:mbridge-265",
+                          "--gpus", "16"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--gpus" in bad.stderr and "Traceback" not in bad.stderr
