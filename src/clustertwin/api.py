@@ -261,7 +261,8 @@ def plan_request(*, model: str | None = None, system: str | None = None, gpus: i
                  engine: str = "analytical", tp: int | None = None, pp: int | None = None, dp: int | None = None,
                  cp: int | None = None, ep: int | None = None, vpp: int | None = None, zero: int | None = None,
                  micro_batch: int | None = None, recompute: str | None = None, cross_domain: bool = False,
-                 all_variants: bool = False, workers: int = 1, stack: str | None = None):
+                 all_variants: bool = False, workers: int = 1, stack: str | None = None,
+                 max_idle_gpus: int | None = None):
     """The planner request ``clustertwin plan`` builds from its flags (checked), and the defaults used."""
     from .errors import UnknownNameError
     from .planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest
@@ -289,7 +290,8 @@ def plan_request(*, model: str | None = None, system: str | None = None, gpus: i
     req = PlanRequest(model=model or DEFAULT_MODEL, system=system or DEFAULT_SYSTEM, num_gpus=gpus, domains=domains,
                       global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
                       oversubscription=oversubscription, engine=engine, options=opts,
-                      distinct_layouts=not all_variants, workers=workers, stack=stack or DEFAULT_STACK)
+                      distinct_layouts=not all_variants, workers=workers, stack=stack or DEFAULT_STACK,
+                      max_idle_gpus=max_idle_gpus)
     defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
     return req, defaults
 

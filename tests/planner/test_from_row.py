@@ -44,3 +44,23 @@ def test_cli_from_row_json():
     bad = subprocess.run([sys.executable, "-m", "clustertwin", "plan", "--from-row", "training:mbridge-265",
                           "--gpus", "16"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--gpus" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_max_idle_gpus_takes_a_better_layout_and_says_so(catalog):
+    """100,000 = 2^5 * 5^5 GPUs and a power-of-two batch admit no layout at all; 98,304 = 2^15 * 3
+    (1,696 idle, within the default 2 %) admit many."""
+    from clustertwin.planner.planning import PlanRequest, idle_candidates
+
+    assert idle_candidates(100_000, 8, 2_000)[-1] == 98_304
+    kw = dict(model="llama3-405b", system="hgx-h100", num_gpus=100_000, global_batch=32_768, seq_len=8192,
+              fabric="ib-xdr-800g", top_k=3)
+    with pytest.raises(InputError, match="no parallel layout"):
+        plan(PlanRequest(max_idle_gpus=0, **kw), catalog)
+    loose = plan(PlanRequest(**kw), catalog)
+    used = loose.request["gpus_used"]
+    assert 98_000 <= used < 100_000 and loose.request["idle_gpus"] == 100_000 - used
+    assert f"uses {used:,} of 100,000 GPUs" in loose.request["idle_note"]
+    for p in loose.plans:
+        assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == used
+    with pytest.raises(InputError, match="max-idle"):
+        plan(PlanRequest(max_idle_gpus=-1, **kw), catalog)

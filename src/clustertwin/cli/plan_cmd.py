@@ -50,6 +50,7 @@ def plan_cmd(
     stack: StackOpt = None,
     db: Annotated[Path | None, typer.Option("--db", help="Results database the plans are stored in (default: the per-user one, $CLUSTERTWIN_RESULTS_DB or ~/.local/share/clustertwin/results.db).")] = None,
     store: Annotated[bool, typer.Option("--store/--no-store", help="Store the plans in --db (default on).")] = True,
+    max_idle_gpus: _opt_int("--max-idle-gpus", "GPUs the plan may leave idle when that gives a clearly better layout (>= 2 % more tokens/s); default 2 % of the cluster, 0 = use every GPU.") = None,
     from_row: Annotated[str | None, typer.Option("--from-row", help="Plan the job of a validation row, FILE.csv:ID (or training:ID for the packaged set): model shape, system, GPUs, global batch, seq len, precision and framework from the row; compares with the row's layout and measured tokens/s (not stored).")] = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -63,7 +64,8 @@ def plan_cmd(
                                      seq_len=seq_len, fabric=fabric, dtype=dtype, oversubscription=oversubscription,
                                      top=top, engine=engine, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero,
                                      micro_batch=micro_batch, recompute=recompute, cross_domain=cross_domain,
-                                     all_variants=all_variants, workers=workers, stack=stack)
+                                     all_variants=all_variants, workers=workers, stack=stack,
+                                     max_idle_gpus=max_idle_gpus)
     cat = catalog_from(catalog)
     row_info = None
     if from_row is not None:
@@ -77,7 +79,8 @@ def plan_cmd(
 
         req, row = request_from_row(from_row, cat, top_k=req.top_k, engine=req.engine, options=req.options,
                                     distinct_layouts=req.distinct_layouts, workers=req.workers,
-                                    oversubscription=req.oversubscription, dtype=None if dtype == "bf16" else dtype)
+                                    oversubscription=req.oversubscription, dtype=None if dtype == "bf16" else dtype,
+                                    max_idle_gpus=0 if max_idle_gpus is None else max_idle_gpus)
         defaults, store = {}, False
         row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row)}
     report = plan(req, cat)
@@ -107,6 +110,8 @@ def plan_cmd(
     if defaults:
         console.print("defaults used: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()))
     _render_plans(report)
+    if report.request.get("idle_note"):
+        console.print(report.request["idle_note"])
     if row_info is not None:
         lay = row_info["layout"]
         pub = row_info["published_tokens_per_s"]

@@ -43,6 +43,7 @@ class PlanRequest:
     workers: int = 1
     engine_options: Mapping[str, Any] = field(default_factory=dict)  # passed to the engine (flash_attention, overlap ...)
     stack: str = DEFAULT_STACK  # software stack preset (workload/stacks.py); engine_options override its settings
+    max_idle_gpus: int | None = None  # GPUs the plan may leave idle for a better layout (None: 2 %, whole domains)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,32 @@ class PlanReport:
     def to_json(self) -> dict[str, Any]:
         return {"plans": self.plans, "request": self.request, "defaults_used": self.defaults_used,
                 "runner_up": self.runner_up, "stats": self.stats, "engine": self.engine}
+
+
+IDLE_SHARE = 0.02  # default --max-idle-gpus: 2 % of the cluster (whole scale-up domains)
+IDLE_GAIN = 0.02  # a smaller GPU count is only taken for >= 2 % more tokens/s than the best on all GPUs
+
+
+def idle_budget(gpus: int, domain: int, max_idle: int | None) -> int:
+    """GPUs a plan may leave idle: ``max_idle`` (whole domains), default :data:`IDLE_SHARE` of ``gpus``."""
+    if max_idle is None:
+        max_idle = int(gpus * IDLE_SHARE)
+    if max_idle < 0:
+        raise InputError(f"--max-idle-gpus must be >= 0, got {max_idle}")
+    return min(int(max_idle), gpus - domain) // domain * domain if gpus > domain else 0
+
+
+def idle_candidates(gpus: int, domain: int, max_idle: int) -> list[int]:
+    """Smaller GPU counts worth trying within ``max_idle``: the largest multiples of ``domain * 2**k``
+    (counts with many power-of-two factors admit the most TP/PP/DP/EP splits), at most four."""
+    out: list[int] = []
+    k = 1
+    while domain * k <= gpus:
+        n = gpus // (domain * k) * (domain * k)
+        if n < gpus and gpus - n <= max_idle and n not in out:
+            out.append(n)
+        k *= 2
+    return sorted(out, reverse=True)[-4:] if len(out) > 4 else out
 
 
 def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evaluator] | None = None) -> PlanReport:
@@ -121,15 +148,31 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
                                    seq_len=seq, dtype=req.dtype, oversubscription=req.oversubscription,
                                    catalog=catalog, extra=engine_options)
 
-    ev = make(gpus)
     top = max(req.top_k, 10) if req.engine == "event" else req.top_k
-    res = search(shape, ev, num_gpus=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
+    max_idle = idle_budget(gpus, domain, req.max_idle_gpus)
+    res = search(shape, make(gpus), num_gpus=gpus, domain_size=domain, global_batch=gb, seq_len=seq,
                  options=options, top_k=top, distinct_layouts=req.distinct_layouts, workers=req.workers)
+    used, all_best = gpus, (res.records(1)[0]["tokens_per_s"] if len(res) else 0.0)
+    for n in idle_candidates(gpus, domain, max_idle):
+        r2 = search(shape, make(n), num_gpus=n, domain_size=domain, global_batch=gb, seq_len=seq,
+                    options=options, top_k=top, distinct_layouts=req.distinct_layouts, workers=req.workers)
+        best2 = r2.records(1)[0]["tokens_per_s"] if len(r2) else 0.0
+        best_now = res.records(1)[0]["tokens_per_s"] if len(res) else 0.0
+        if best2 > best_now * (1 + IDLE_GAIN):  # only for a clearly better layout
+            res, used = r2, n
     request = {"model": shape.name, "system": system.id, "gpus": gpus, "domains": gpus / domain,
                "global_batch": gb, "seq_len": seq, "fabric": fabric_id, "dtype": req.dtype,
-               "oversubscription": req.oversubscription, "engine": req.engine, "stack": stack.id}
+               "oversubscription": req.oversubscription, "engine": req.engine, "stack": stack.id,
+               "max_idle_gpus": max_idle, "gpus_used": used, "idle_gpus": gpus - used}
+    if used != gpus:
+        best_used = res.records(1)[0]["tokens_per_s"]
+        request["idle_note"] = (
+            f"uses {used:,} of {gpus:,} GPUs ({gpus - used:,} idle, --max-idle-gpus {max_idle:,}): "
+            + (f"{best_used / all_best - 1:.1%} more tokens/s than the best layout on all {gpus:,}" if all_best
+               else f"no layout uses all {gpus:,} GPUs"))
     if len(res) == 0:
         _raise_impossible(res, shape, system, gpus, gb, seq, domain, req, make, options)
+    gpus = used
     records = res.records()
     engine = "analytical"
     if req.engine == "event":
