@@ -190,3 +190,44 @@ def calibrate_cmd(
         for note in rep["notes"]:
             console.print(f"  note: {note}", markup=False, soft_wrap=True)
     console.print(f"wrote {path}  (use it with --catalog {path})", markup=False, soft_wrap=True)
+
+
+@app.command("calibrate-gpu")
+def calibrate_gpu_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Catalog overlay YAML to write (replaced atomically).")] = Path("gpu-profile.yaml"),
+    system: Annotated[str | None, typer.Option("--system", help="Catalog system id (default: guessed from the GPU name).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer shapes, sizes and repetitions (about a minute).")] = False,
+    collectives: Annotated[bool, typer.Option("--collectives/--no-collectives", help="NCCL sweep when more than one GPU is visible.")] = True,
+    device: Annotated[str, typer.Option("--device", hidden=True, help="cuda (default) or cpu: the same code path with tiny sizes, for tests.")] = "cuda",
+    world: Annotated[int | None, typer.Option("--world", hidden=True, help="Ranks of the collective sweep (default: every visible GPU).")] = None,
+    json_: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Measure this machine's GPUs with PyTorch (GEMM, attention, HBM copy, NCCL) and write a catalog overlay.
+
+    Needs the optional extra: pip install "clustertwin[gpu]". Use the result with any command:
+    clustertwin estimate ... --catalog gpu-profile.yaml
+    """
+    from .. import calibrate_gpu as cg
+
+    res = cg.run(device=device, system=system, catalog=catalog_from(catalog), quick=quick, collectives=collectives, world=world)
+    path = cg.write_profile(res["overlay"], out)
+    m = res["measured"]
+    if json_:
+        emit_json({"out": str(path), "system": res["system"], "measured": m, "overlay": res["overlay"]})
+        return
+    env = m["environment"]
+    console.print(f"{env['gpu_name']} x{env['gpu_count']}  driver {env['driver']}  CUDA {env['cuda']}  torch {env['torch']}  "
+                  f"(catalog system {res['system']})", markup=False, soft_wrap=True)
+    for dt in sorted({g["dtype"] for g in m["gemm"]}):
+        best = max((g for g in m["gemm"] if g["dtype"] == dt), key=lambda g: g["tflops"])
+        console.print(f"  GEMM {dt}: best {best['tflops']:.1f} TFLOP/s at {best['m']}x{best['n']}x{best['k']}", markup=False)
+    for a in m["attention"]:
+        console.print(f"  SDPA causal s={a['seq_len']}: {a['tflops']:.1f} TFLOP/s", markup=False)
+    console.print(f"  HBM copy: {m['copy']['GBps']:.0f} GB/s", markup=False)
+    for r in m["collectives"]:
+        console.print(f"  {r['op']} {r['size_bytes']} B x{r['n_ranks']}: busbw {r['busbw_GBps']:.2f} GB/s", markup=False)
+    for prof in res["overlay"]["calibration"]["gpu_profile"].values():
+        for k, v in prof["derived"].items():
+            console.print(f"  {k}: {v}", markup=False, soft_wrap=True)
+    console.print(f"wrote {path}  (use it with --catalog {path})", markup=False, soft_wrap=True)

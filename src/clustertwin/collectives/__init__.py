@@ -5,6 +5,9 @@ Core, array-friendly entry point (stable signature, used by the step estimator a
     from clustertwin.collectives import collective_time
     t = collective_time("all_reduce", size_bytes, n_ranks, ranks_per_domain, system, scaleout)
 
+EP / PP components: ``ep_alltoall_time`` (MoE dispatch / combine) and ``pp_p2p_time`` (stage hand-off),
+same model, message-size effects included (:mod:`clustertwin.collectives.p2p`).
+
 ``size_bytes``, ``n_ranks`` and ``ranks_per_domain`` broadcast as numpy arrays; ``algo="auto"`` is
 NCCL's own choice (elementwise minimum over the algorithms NCCL considers). The scalar API
 ``estimate_collective`` returns a :class:`CollectiveResult` with time, algbw, busbw (nccl-tests
@@ -24,6 +27,7 @@ from .core import (
     normalize_op,
     sweep,
 )
+from .p2p import effective_bandwidth, ep_alltoall_time, pp_p2p_time
 from .params import CollectiveParams, resolve_params
 
 
@@ -44,8 +48,11 @@ __all__ = [
     "CollectiveResult",
     "busbw_factor",
     "collective_time",
+    "effective_bandwidth",
+    "ep_alltoall_time",
     "estimate_collective",
     "normalize_op",
+    "pp_p2p_time",
     "predict_busbw_row",
     "resolve_params",
     "sweep",

@@ -92,7 +92,7 @@ def _records(logs: list[NcclTestsLog], catalog, system: str | None, fabric: str 
 
 
 def _predict(rec: Record, values: dict[str, float], catalog, sizes=None):
-    base = dict(calibration_entry(rec.system_id, catalog))
+    base = dict(calibration_entry(rec.system_id, catalog, rec.system.scaleup.id))
     base.update(values)
     cat = SimpleNamespace(calibration={CALIBRATION_SECTION: {rec.system_id: base}})
     S = rec.log.sizes if sizes is None else sizes

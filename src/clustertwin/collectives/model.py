@@ -76,13 +76,14 @@ def _bus_bw(P: CollectiveParams, g, d):
 def _finish(P: CollectiveParams, lat, W, mask, d):
     """Combine latency (tuner values, scaled here) and bandwidth time (shape (3, ...)) with the
     channel modes and the pipeline fill; mask protocols."""
-    lat = lat * _kscale(P, d)
+    lat = lat * _kscale(P, d) + P.launch_overhead_s
     C = P.channels
     full = lat + (C - 1) * P.channel_launch_s + W
     if P.pipeline_fill_s > 0:
         # Optimal-chunk pipelining (Traff & Sanders): T = lat + W + 2*sqrt(a*W); NCCL's chunk size
         # stops growing at its maximum, so the fill term saturates at pipeline_fill_max.
-        full = full + np.minimum(2.0 * np.sqrt(P.pipeline_fill_s * W), P.pipeline_fill_max_s)
+        a = P.pipeline_fill_s * np.reshape(P.fill_protocol_factor, (3,) + (1,) * (np.ndim(W) - 1))
+        full = full + np.minimum(2.0 * np.sqrt(a * W), P.pipeline_fill_max_s)
     if P.channel_launch_s > 0 and P.small_msg_bw_fraction < 1:
         full = np.minimum(full, lat + W / P.small_msg_bw_fraction)
     return np.where(mask, full, INF)
@@ -216,10 +217,14 @@ def hierarchical(P: CollectiveParams, S, n, g):
 
 # --------------------------------------------------------------------------------------- all-to-all
 def _a2a_lat(P, n, g, d, peers_intra, peers_inter):
+    """Grouped send/recv latency: one step (network step once the group spans domains) plus a per-peer
+    issue cost, ``a2a_per_peer_us`` per NVLink peer (assumed) and NCCL's network overhead per network
+    peer (the proxy posts every network send: tuning.cc getNetOverhead, 1 µs Intel host, x3 Simple)."""
     out = []
     for p in range(3):
         step = np.where(d > 1, P.hw_net["ring"][p], P.hw_intra["ring"][p])
-        out.append(P.base["ring"][p] + step + (peers_intra + peers_inter) * P.a2a_per_peer_s)
+        ov = P.net_overhead_s * (P.net_overhead_simple_mult if p == SIMPLE else 1.0)
+        out.append(P.base["ring"][p] + step + peers_intra * P.a2a_per_peer_s + peers_inter * ov)
     return np.stack(np.broadcast_arrays(*out))
 
 

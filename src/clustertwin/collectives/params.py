@@ -25,6 +25,7 @@ CALIBRATION_SECTION = "collectives"
 CALIBRATION_KEYS = {
     "latency_scale": "x NCCL tuner latencies of collectives inside one scale-up domain",
     "net_latency_scale": "x NCCL tuner latencies of collectives that cross the network",
+    "launch_overhead_us": "fixed host-side cost added to every collective (launch + completion, us)",
     "channel_launch_us": "extra latency per additional NCCL channel (us)",
     "small_msg_bw_fraction": "bandwidth fraction with NCCL's trimmed channel/thread set (small messages)",
     "scaleup_busbw_fraction": "achieved ring busbw / scale-up link bandwidth per direction",
@@ -73,11 +74,13 @@ class CollectiveParams:
     intra_kind: str  # "nvlink" | "pci"
     full_mesh: bool
     latency_scale: float
+    launch_overhead_s: float
     net_latency_scale: float
     channel_launch_s: float
     small_msg_bw_fraction: float
     pipeline_fill_s: float
     pipeline_fill_max_s: float
+    fill_protocol_factor: tuple[float, float, float]
     channels: int
     nvls_ok: bool
     nvls_efficiency: float
@@ -99,10 +102,16 @@ class CollectiveParams:
     sources: tuple[str, ...] = ()
 
 
-def calibration_entry(system_id: str, catalog: Any = None) -> dict[str, Any]:
-    """Shipped per-system calibration, overlaid by the catalog's ``calibration.collectives[system]``."""
+def calibration_entry(system_id: str, catalog: Any = None, tech: str | None = None) -> dict[str, Any]:
+    """Model constants for one system: the shipped per-link-technology fit (``link_technologies``:
+    ``tech`` = the system's scale-up technology id, else ``default``), then the shipped per-system
+    measured facts, then the catalog's ``calibration.collectives[system]`` overlay, key by key."""
     c = nccl_constants()
-    entry = dict(c.get("systems", {}).get(system_id, {}))
+    techs = c.get("link_technologies", {})
+    entry: dict[str, Any] = {}
+    if tech is not None:
+        entry.update({k: v for k, v in techs.get(tech, techs.get("default", {})).items() if k in CALIBRATION_KEYS})
+    entry.update(c.get("systems", {}).get(system_id, {}))
     if catalog is not None:
         user = (getattr(catalog, "calibration", None) or {}).get(CALIBRATION_SECTION, {}).get(system_id)
         if user:
@@ -113,6 +122,14 @@ def calibration_entry(system_id: str, catalog: Any = None) -> dict[str, Any]:
                 )
             entry.update(user)
     return entry
+
+
+def _tech_note(tech: str) -> str:
+    techs = nccl_constants().get("link_technologies", {})
+    key = tech if tech in techs else "default"
+    t = techs.get(key, {})
+    note = t.get("fit") or t.get("assumption") or ""
+    return f"link technology {key}: {note}" if note else ""
 
 
 def _num(entry: dict[str, Any], key: str, default: float, lo: float, hi: float, system_id: str) -> float:
@@ -135,7 +152,7 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
     c = nccl_constants()
     t = c["tuner"]
     arch = (system.accelerator.arch or "").lower()
-    entry = calibration_entry(system.id, catalog)
+    entry = calibration_entry(system.id, catalog, system.scaleup.id)
     sid = system.id
     up_frac = _num(entry, "scaleup_busbw_fraction", _arch_key(arch, c["scaleup_busbw_fraction"]), 0.01, 1.5, sid)
     # the fabric's own achievable fraction of line rate (catalog, sourced there) unless calibrated
@@ -171,10 +188,12 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         intra_kind=intra_kind,
         full_mesh=system.scaleup_topology == "full-mesh",
         latency_scale=_num(entry, "latency_scale", 1.0, 0.05, 50.0, sid),
+        launch_overhead_s=_num(entry, "launch_overhead_us", 0.0, 0.0, 1000.0, sid) * US,
         net_latency_scale=_num(entry, "net_latency_scale", 1.0, 0.05, 50.0, sid),
         channel_launch_s=_num(entry, "channel_launch_us", 0.0, 0.0, 100.0, sid) * US,
         small_msg_bw_fraction=_num(entry, "small_msg_bw_fraction", 1.0, 1e-4, 1.0, sid),
         pipeline_fill_s=_num(entry, "pipeline_fill_us", 0.0, 0.0, 1000.0, sid) * US,
+        fill_protocol_factor=tuple(x / hw_intra["ring"][2] for x in hw_intra["ring"]),
         pipeline_fill_max_s=_num(entry, "pipeline_fill_max_us", 0.0, 0.0, 1e5, sid) * US,
         channels=int(_arch_key(arch, c["channels"])),
         nvls_ok=bool(system.scaleup.in_network_reduction) and nvls_eff > 0,
@@ -194,5 +213,5 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         pat_per_rank_s=float(t["pat_per_rank_us"]) * US,
         pat_inter_divisor=float(t["pat_inter_divisor"]),
         a2a_per_peer_s=float(t.get("a2a_per_peer_us", 0.2)) * US,
-        sources=tuple(str(s) for s in (entry.get("source"),) if s),
+        sources=tuple(str(s) for s in (_tech_note(system.scaleup.id), entry.get("source")) if s),
     )

@@ -18,6 +18,15 @@ from ..units import gbps_to_bytes_per_s
 from .core import busbw_factor, collective_time, normalize_op
 
 LARGE_BYTES = 64 * 1024**2  # accuracy buckets: >= 64 MiB and smaller
+MID_BYTES = 1024**2
+SIZE_BANDS = ("<1MiB", "1-64MiB", ">=64MiB")
+
+
+def size_band(size_bytes: float) -> str:
+    """Message-size band of the accuracy tables: ``<1MiB``, ``1-64MiB`` or ``>=64MiB``."""
+    if size_bytes < MID_BYTES:
+        return SIZE_BANDS[0]
+    return SIZE_BANDS[1] if size_bytes < LARGE_BYTES else SIZE_BANDS[2]
 
 
 def _int(row: dict[str, str], key: str, default: int | None = None) -> int | None:
