@@ -55,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("tech", help="catalog scale-up technology id, e.g. nvlink4")
     ap.add_argument("--keys", default="latency_scale,pipeline_fill_us")
+    ap.add_argument("--start", help="one start point (comma-separated, one value per key) instead of the grid")
     a = ap.parse_args()
     keys = a.keys.split(",")
     base = load_catalog()
@@ -81,7 +82,8 @@ def main() -> None:
         return float(np.mean(np.abs(errors(x))))
 
     best = None
-    for start in itertools.product(*(STARTS[k] for k in keys)):
+    starts = [tuple(float(v) for v in a.start.split(","))] if a.start else itertools.product(*(STARTS[k] for k in keys))
+    for start in starts:
         res = minimize(loss, np.log(start), method="Nelder-Mead", options={"maxiter": 2000, "xatol": 1e-4, "fatol": 1e-7})
         if best is None or res.fun < best.fun:
             best = res

@@ -205,6 +205,15 @@ def validate_by(path: str | Path, columns: list[str], *, report=None, engine: st
     return by_table(rep, read_rows(path), columns)
 
 
+def validate_cross(path: str | Path, row_column: str, column: str, *, report=None, engine: str = "analytical",
+                   catalog=None, catalog_paths=()) -> dict:
+    """Two-way accuracy table of a validation CSV (e.g. ``system`` x ``size-band`` for collectives)."""
+    from .validate import cross_table, read_rows
+
+    rep = report or validate(path, engine=engine, catalog=catalog, catalog_paths=catalog_paths)
+    return cross_table(rep, read_rows(path), row_column, column)
+
+
 def cross_validate(path: str | Path, column: str = "source", *, catalog=None, catalog_paths=()):
     """Leave-one-``column``-out cross-validation of the fitted constants on a training CSV (``CVReport``)."""
     from .calibration import cross_validate as cv
@@ -475,4 +484,5 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
     return out
 
 
-__all__ = ["ENGINES", "Scenario", "build_scenario", "build_sweep", "compare", "cross_validate", "design_cost_power", "device_price_usd", "estimate", "list_models", "load_scenario", "performance", "plan", "plan_request", "report", "report_html", "results", "simulate", "sweep", "validate", "validate_by"]
+__all__ = ["ENGINES", "Scenario", "build_scenario", "build_sweep", "compare", "cross_validate", "design_cost_power", "device_price_usd", "estimate", "list_models", "load_scenario", "performance", "plan", "plan_request", "report", "report_html", "results", "simulate", "sweep", "validate", "validate_by",
+           "validate_cross"]

@@ -528,11 +528,15 @@ VALIDATORS: list[tuple[str, Any]] = [
 # ---------------------------------------------------------------------------------------------------
 # Derived category columns: `moe` (moe / dense, from num_experts), `sharding` (fsdp / zero3 / none, from the
 # fsdp and zero_stage columns), `family` (megatron = any megatron-* framework, fsdp = a sharded run of
-# another framework, else the framework).
-DERIVED_COLUMNS = ("moe", "sharding", "family")
+# another framework, else the framework); `size-band` (collectives: <1MiB / 1-64MiB / >=64MiB from size_bytes).
+DERIVED_COLUMNS = ("moe", "sharding", "family", "size-band")
 
 
 def category_value(row: dict[str, str], column: str) -> str:
+    if column == "size-band":
+        from .collectives.validation import size_band
+
+        return size_band(_num(row, "size_bytes")) if (row.get("size_bytes") or "").strip() else "?"
     if column == "moe":
         return "moe" if _int(row, "num_experts") > 0 else "dense"
     if column == "sharding":
@@ -575,6 +579,28 @@ def by_table(report: ValidationReport, rows: list[dict[str, str]], columns: list
             out.append(stats(col, val, groups[val]))
     out.append(stats("all", "all", report.rows))
     return out
+
+
+def cross_table(report: ValidationReport, rows: list[dict[str, str]], row_col: str, col_col: str) -> dict[str, Any]:
+    """Two-way table: MAPE / max |error| / n per (value of ``row_col``, value of ``col_col``), e.g.
+    system x size-band for collectives (``--by system,size-band``)."""
+    by_table(report, rows, [row_col, col_col])  # same column checks
+    by_id = {(r.get("id") or "?").strip(): r for r in rows}
+    cells: dict[str, dict[str, list[float]]] = {}
+    for r in report.rows:
+        src = by_id.get(r.id)
+        if src is None or r.error_pct is None:
+            continue
+        cells.setdefault(category_value(src, row_col), {}).setdefault(category_value(src, col_col), []).append(r.error_pct)
+    order = [v for v in ("<1MiB", "1-64MiB", ">=64MiB") if any(v in c for c in cells.values())]
+    columns = order if col_col == "size-band" else sorted({v for c in cells.values() for v in c})
+    return {
+        "rows": row_col, "columns": col_col, "column_values": columns,
+        "table": [{"value": rv, "cells": {cv: {"n": len(e), "mape_pct": sum(map(abs, e)) / len(e),
+                                                "max_abs_error_pct": max(map(abs, e)), "bias_pct": sum(e) / len(e)}
+                                           for cv, e in cells[rv].items()}}
+                  for rv in sorted(cells)],
+    }
 
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:

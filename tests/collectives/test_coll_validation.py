@@ -56,3 +56,23 @@ def test_missing_column_is_an_input_error(catalog):
 
     with pytest.raises(InputError, match="size_bytes"):
         predict_busbw_row({"id": "x", "system": "hgx-h100", "num_gpus": "8", "collective": "all_reduce"}, catalog)
+
+
+def test_by_system_size_band_prints_the_two_way_table():
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "clustertwin", "validate", "collectives", "--by", "system,size-band", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    cross = doc["by_cross"]
+    assert cross["rows"] == "system" and cross["column_values"] == ["<1MiB", "1-64MiB", ">=64MiB"]
+    rows = {t["value"]: t["cells"] for t in cross["table"]}
+    assert set(rows) == {"dgx-a100", "hgx-h100", "hgx-h200"}
+    assert sum(c["n"] for cells in rows.values() for c in cells.values()) == len(doc["rows"])
+    # each cell is the MAPE of exactly its rows
+    h200_large = [abs(r["error_pct"]) for r in doc["rows"] if r["id"] in {"coll-h200-8"} or
+                  (r["id"].startswith("sweep-NDH200v5-") and int(r["id"].rsplit("-", 1)[1]) >= 17)]
+    assert rows["hgx-h200"][">=64MiB"]["mape_pct"] == pytest.approx(sum(h200_large) / len(h200_large))

@@ -200,7 +200,8 @@ def validate_cmd(
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
     by: Annotated[str | None, typer.Option("--by", help="Per-category table: comma-separated columns of the file "
-                                                       "and/or moe, sharding, family (e.g. framework,gpu,moe).")] = None,
+                                                       "and/or moe, sharding, family, size-band (e.g. framework,gpu,moe); two "
+                                                       "columns also print the two-way table (system,size-band).")] = None,
     cv: Annotated[str | None, typer.Option("--cv", help="Leave-one-group-out cross-validation: refit every fitted "
                                                        "constant without each value of this column (e.g. source) "
                                                        "and predict the held-out rows.")] = None,
@@ -212,11 +213,15 @@ def validate_cmd(
     rep = api.validate(file, engine=engine, catalog=cat)
     cols = [c.strip() for c in by.split(",") if c.strip()] if by else []
     table = api.validate_by(file, cols, report=rep) if cols else None
+    # two columns: also the two-way table (first column's values as rows, second's as columns)
+    cross = api.validate_cross(file, cols[0], cols[1], report=rep) if len(cols) == 2 else None
     cvr = api.cross_validate(file, cv, catalog=cat) if cv else None
     if json_:
         d = rep.to_dict()
         if table is not None:
             d["by"] = table
+        if cross is not None:
+            d["by_cross"] = cross
         if cvr is not None:
             d["cv"] = cvr.to_dict()
         emit_json(d)
@@ -251,6 +256,16 @@ def validate_cmd(
             bt.add_row(g["column"], g["value"], str(g["n"]), f(g["mape_pct"]), f(g["bias_pct"]),
                        f(g["max_abs_error_pct"]), g["worst"] or "-")
         console.print(bt)
+    if cross is not None:
+        xt = Table(title=f"{file.name}: MAPE % (max |err| %, rows) by {cross['rows']} x {cross['columns']}")
+        xt.add_column(cross["rows"])
+        for cv in cross["column_values"]:
+            xt.add_column(cv, justify="right")
+        for tr in cross["table"]:
+            cells = [tr["cells"].get(cv) for cv in cross["column_values"]]
+            xt.add_row(tr["value"], *("-" if c is None else f"{c['mape_pct']:.1f} ({c['max_abs_error_pct']:.0f}, {c['n']})"
+                                      for c in cells))
+        console.print(xt)
     if cvr is not None:
         ct = Table(title=f"leave-one-{cvr.column}-out cross-validation (constants refit per fold)")
         for c, j in (("held-out " + cvr.column, "left"), ("n", "right"), ("MAPE %", "right"), ("bias %", "right"),
