@@ -50,6 +50,7 @@ COPY_BYTES_CPU = 1 << 20
 COLL_SIZES = tuple(1 << k for k in range(10, 34, 2))  # 1 KiB .. 8 GiB
 COLL_SIZES_CPU = (1024, 65536)
 COLL_OPS = ("all_reduce", "all_gather", "all_to_all")
+PROFILE_HEADER = "# Written by `clustertwin calibrate-gpu`: measured on this machine; apply with --catalog FILE.\n"
 
 
 def _torch():
@@ -379,6 +380,16 @@ def write_profile(overlay: dict[str, Any], path: str | os.PathLike) -> Path:
     from .userfiles import write_atomic
 
     CatalogFile.model_validate(overlay)
-    text = ("# Written by `clustertwin calibrate-gpu`: measured on this machine; apply with --catalog FILE.\n"
-            + yaml.safe_dump(overlay, sort_keys=False, default_flow_style=None, width=120))
-    return write_atomic(path, text)
+    p = Path(path)
+    if p.exists():
+        # only ever replace a profile this command wrote: never a user's catalog, notes or other YAML
+        try:
+            with open(p, encoding="utf-8", errors="replace") as fh:
+                first = fh.readline()
+        except OSError as exc:
+            raise InputError(f"cannot read {str(p)!r} before replacing it: {exc.strerror}") from None
+        if not first.startswith(PROFILE_HEADER):
+            raise InputError(f"refusing to replace {str(p)!r}: it is not a profile written by calibrate-gpu",
+                             hint="choose another --out (the profile is a catalog overlay of its own)")
+    text = PROFILE_HEADER + yaml.safe_dump(overlay, sort_keys=False, default_flow_style=None, width=120)
+    return write_atomic(p, text)

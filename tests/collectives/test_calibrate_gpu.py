@@ -86,3 +86,14 @@ def test_cli_without_gpu_exits_2():
     p = subprocess.run([sys.executable, "-m", "clustertwin", "calibrate-gpu", "--out", "unused.yaml"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "no CUDA GPU" in p.stderr
+
+
+def test_profile_never_replaces_a_foreign_file(tmp_path, catalog):
+    ov = cg.derive_overlay(_measured(), catalog.system("hgx-h200"))
+    mine = cg.write_profile(ov, tmp_path / "p.yaml")
+    cg.write_profile(ov, mine)  # its own profile: replaced
+    other = tmp_path / "my-catalog.yaml"
+    other.write_text("systems: {}\n")
+    with pytest.raises(InputError, match="not a profile"):
+        cg.write_profile(ov, other)
+    assert other.read_text() == "systems: {}\n"
