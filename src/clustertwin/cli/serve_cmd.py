@@ -85,3 +85,56 @@ def estimate_cmd(
         console.print("pass time by component: " + ", ".join(f"{k[:-2]} {v * 1e3:.2f} ms" for k, v in res["breakdown"].items()))
     for n in res.get("notes", []):
         console.print(f"note: {n}")
+
+
+@serve_app.command("plan")
+def plan_cmd(
+    model: ModelOpt, system: SystemOpt,
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs to serve with.")],
+    input_len: InOpt = 1024, output_len: OutOpt = 256,
+    ttft_slo: Annotated[str, typer.Option("--ttft-slo", help="p99 time-to-first-token bound, e.g. 2s.")] = "2s",
+    tpot_slo: Annotated[str, typer.Option("--tpot-slo", help="p99 time-per-output-token bound, e.g. 80ms.")] = "80ms",
+    weights_dtype: WdOpt = "fp8", kv_dtype: KvOpt = "fp8", engine: EngineOpt = "generic",
+    colocated_only: Annotated[bool, typer.Option("--colocated-only", help="Do not search disaggregated P/D pools.")] = False,
+    simulate_top: Annotated[int, typer.Option("--simulate-top", help="Best candidates verified by simulation (goodput).")] = 2,
+    json_: JsonOpt = False, catalog: CatalogOpt = None,
+) -> None:
+    """Search TP/EP/DP-attention, batch limits and P/D splits under TTFT/TPOT SLOs: Pareto front, goodput, $/Mtok."""
+    from ..serving.service import plan
+
+    res = plan(model=model, system=system, gpus=gpus, input_len=input_len, output_len=output_len,
+               ttft_slo_s=parse_duration(ttft_slo), tpot_slo_s=parse_duration(tpot_slo), weights_dtype=weights_dtype,
+               kv_dtype=kv_dtype, engine=engine, disaggregated=not colocated_only, simulate_top=simulate_top,
+               catalog=catalog_from(catalog))
+    if json_:
+        emit_json(res)
+        return
+    t = Table(title=f"serve plan: {res['model']} on {res['gpus']} x {res['system']} "
+                    f"(ISL {res['input_len']:.0f}, OSL {res['output_len']:.0f}): Pareto front")
+    for col in ("mode", "decode layout", "prefill layout", "P:D GPUs", "batch/rank", "tok/s/GPU", "tok/s/user",
+                "TTFT s", "$/Mtok", "tok/J"):
+        t.add_column(col, justify="right" if col not in ("mode", "decode layout", "prefill layout") else "left")
+    for p in res["pareto"]:
+        pd = f"{p['prefill_gpus']}:{p['decode_gpus']}" if p["mode"] == "disaggregated" else "-"
+        t.add_row(p["mode"], p["layout"], p["prefill_layout"] or "-", pd, f"{p['batch_per_rank']:.0f}",
+                  f"{p['tokens_per_s_per_gpu']:.0f}", f"{p['tokens_per_s_per_user']:.1f}", f"{p['ttft_s']:.2f}",
+                  _fmt(p.get("usd_per_million_tokens"), 3), _fmt(p.get("tokens_per_joule"), 2))
+    console.print(t)
+    b = res.get("best")
+    if b is None:
+        console.print(f"no candidate meets TTFT <= {res['ttft_slo_s']:g} s and TPOT <= {res['tpot_slo_s'] * 1e3:g} ms")
+        return
+    console.print(f"best under SLO (TTFT <= {res['ttft_slo_s']:g} s, TPOT <= {res['tpot_slo_s'] * 1e3:g} ms): "
+                  f"{b['mode']} {b['layout']}" + (f" + prefill {b['prefill_layout']} ({b['prefill_gpus']}:{b['decode_gpus']})" if b["prefill_layout"] else "")
+                  + f", batch {b['batch_per_rank']:.0f}/rank: {b['tokens_per_s_per_gpu']:.0f} tok/s/GPU at {b['tokens_per_s_per_user']:.1f} tok/s/user, "
+                  f"{_fmt(b.get('usd_per_million_tokens'), 3)} USD/Mtok")
+    for g in res.get("goodput", []):
+        if g.get("goodput_tokens_per_s_per_gpu") is not None:
+            console.print(f"goodput (simulated Poisson load, p99 SLOs): {g['layout']}: {g['goodput_tokens_per_s_per_gpu']:.0f} tok/s/GPU "
+                          f"(p99 TTFT {g['ttft_p99_s']:.2f} s, p99 TPOT {g['tpot_p99_s'] * 1e3:.0f} ms)")
+    for n in res["economics"]["notes"]:
+        console.print(f"note: {n}")
+
+
+def _fmt(v, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"

@@ -107,6 +107,20 @@ def decode_pass(inst: Instance, d, ctx, input_len: float, output_len: float):
     return t, c
 
 
+def ttft_estimate(inst: Instance, d, ctx: float, input_len: float):
+    """Closed-form TTFT of a new prompt joining ``d`` decoding sequences (no queueing): its chunks fill the
+    room the decodes leave in each pass's token budget; each such pass carries decode + chunk."""
+    spec, pp = inst.dep.spec_tokens, inst.dep.pp
+    comp, pairs = _pairs_per_prompt(inst, input_len)
+    d = np.asarray(d, dtype=float)
+    room = np.maximum(inst.max_num_tokens - d * (1 + spec), 1.0)
+    chunk = np.minimum(room, comp)
+    passes = np.ceil(comp / chunk)
+    c = step_costs(inst, d * (1 + spec) + chunk, d * ctx, pairs / passes, d * (1 + spec) + 1)
+    t = sum(c[k] for k in STEP_FIELDS)
+    return passes * pp * t
+
+
 def offline(inst: Instance, input_len: float, output_len: float) -> ServingEstimate:
     acc = inst.tokens_per_step
     spec = inst.dep.spec_tokens
@@ -128,8 +142,7 @@ def offline(inst: Instance, input_len: float, output_len: float) -> ServingEstim
     per_rank = d * acc / t
     g_rank = inst.attn_tp * pp
     tpot = pp * t / acc
-    passes = max(1.0, math.ceil(comp / max(inst.max_num_tokens - d * (1 + spec), 1.0)))
-    ttft = passes * pp * t
+    ttft = float(ttft_estimate(inst, d, seq_len, input_len))
     notes = list(inst.notes)
     limit = "request limit" if b == b_req else ("KV-cache capacity" if b == b_kv else "token budget")
     notes.append(f"batch per attention rank {b:.0f} set by the {limit}")

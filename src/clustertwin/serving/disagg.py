@@ -15,8 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
 from ..errors import InputError
-from .analytical import ServingEstimate, Workload, decode_at_speed, decode_phase, prefill_phase
+from .analytical import ServingEstimate, Workload, decode_pass, decode_phase, prefill_phase
 from .phases import Deployment, Instance, build_instance, kv_bytes_per_token
 
 
@@ -56,18 +58,26 @@ def kv_transfer(inst: Instance, input_len: float, same_domain: bool) -> tuple[fl
 
 def _pools(prefill: Instance, decode: Instance, wl: Workload, tps_per_user: float = 0.0):
     p = prefill_phase(prefill, wl.input_len)
-    if tps_per_user:
-        d = decode_at_speed(decode, 0.0 + wl.input_len, wl.output_len, tps_per_user)
-        d_rate = _decode_only_rate(decode, wl, d.batch_per_rank)
-        tpot = d.tpot_s
-    else:
-        dd = decode_phase(decode, wl.input_len + wl.output_len / 2.0)
-        d_rate, tpot = dd.tokens_per_s_per_gpu, dd.tpot_s
-    return p, d_rate, tpot
+    kv = wl.input_len + wl.output_len / 2.0
+    dd = decode_phase(decode, kv)
+    if tps_per_user and dd.tokens_per_s_per_user < tps_per_user:
+        dd = decode_phase(decode, kv, decode_batch_at_speed(decode, kv, tps_per_user))
+    return p, dd.tokens_per_s_per_gpu, dd.tpot_s
 
 
-def _decode_only_rate(decode: Instance, wl: Workload, batch: float) -> float:
-    return decode_phase(decode, wl.input_len + wl.output_len / 2.0, batch).tokens_per_s_per_gpu
+def decode_batch_at_speed(decode: Instance, kv_len: float, tps_per_user: float) -> float:
+    """Largest decode batch per attention rank whose per-user speed (1/TPOT) is at least ``tps_per_user``."""
+    acc, pp = decode.tokens_per_step, decode.dep.pp
+    top = max(min(decode.kv_capacity_tokens / max(kv_len, 1.0), float(decode.max_batch)), 1.0)
+    ds = np.geomspace(1.0, top, 64)
+    t, _ = decode_pass(decode, ds / pp, kv_len, 0.0, 1e30)
+    speed = acc / (pp * np.asarray(t, dtype=float))
+    ok = speed >= tps_per_user
+    if not ok.any():
+        raise InputError(f"no decode batch reaches {tps_per_user:g} tokens/s per user on this layout "
+                         f"(batch 1: {speed[0]:.1f} tokens/s)",
+                         hint="lower the per-user speed target or use more GPUs per decode instance")
+    return float(ds[ok].max())
 
 
 def evaluate(prefill: Instance, decode: Instance, wl: Workload, prefill_gpus: int, decode_gpus: int, *,

@@ -65,3 +65,8 @@ def engine_for_framework(text: str) -> EnginePreset:
         if any(w in t for w in words):
             return get_engine(key)
     return get_engine("generic")
+
+
+def serving_chip_constants(acc_id: str) -> dict:
+    """Per-chip serving overrides of the training efficiency constants (engines.yaml ``chips``)."""
+    return dict((_table().get("chips") or {}).get(acc_id) or {})

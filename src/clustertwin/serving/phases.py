@@ -22,16 +22,25 @@ Units: seconds, bytes, FLOPs. All functions broadcast over numpy arrays of token
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
 from ..placement import ranks_per_domain
-from ..sim.costs import ALL_REDUCE, ALL_TO_ALL, Hardware, collective_time, gemm_time, make_hardware, mem_time
+from ..sim.costs import (
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    Hardware,
+    collective_time,
+    gemm_time,
+    make_hardware,
+    mamf_for,
+    mem_time,
+)
 from ..workload.model import ModelSpec
-from .engines import EnginePreset
+from .engines import EnginePreset, serving_chip_constants
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp8": 1.0, "int8": 1.0,
                "nvfp4": 0.5625, "fp4": 0.5625, "int4": 0.5}  # NVFP4: 4-bit + one FP8 scale per 16 values
@@ -124,6 +133,10 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         notes.append(f"{acc.name} has no {gdt} tensor-core peak: GEMMs run at {fallback} (weights stay {wd})")
         gdt = fallback
     hw = make_hardware(system, scaleout, gdt, catalog=catalog)
+    chip = serving_chip_constants(acc.id)
+    if "gemm_mamf_scale" in chip:
+        # serving GEMM kernels reach a different share of MAMF than the training stacks (engines.yaml chips)
+        hw = replace(hw, mamf=mamf_for(hw.eff.mamf_fraction, gdt) * float(chip["gemm_mamf_scale"]))
     for name in ("tp", "ep", "pp"):
         if getattr(dep, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(dep, name)}", hint=f"pass --{name} 1 or more")
@@ -208,7 +221,29 @@ def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_toke
     Per attention rank: ``tokens`` new tokens in the pass (decode + prefill chunk), ``kv_read_tokens``
     the summed KV length the decode tokens attend to, ``prefill_pairs`` the summed causal query-key pairs
     of the prefill tokens, ``logit_tokens`` the tokens that need logits (default: all ``tokens``).
+
+    Engines with two-batch overlap (``a2a_overlap`` > 0, MoE with all-to-all) split the pass into two
+    micro-batches of half the tokens; each micro-batch's dispatch/combine runs under the other's compute:
+    time = 2 x (compute(n/2) + max(0, a2a(n/2) - a2a_overlap x compute(n/2))). Weights are read twice,
+    so at small batch TBO loses; the engine uses whichever is faster (per pass).
     """
+    one = _step_costs(inst, tokens, kv_read_tokens, prefill_pairs, logit_tokens)
+    if not (inst.engine.a2a_overlap and inst.model.is_moe and np.any(one["ep_comm_s"] > 0)):
+        return one
+    half = _step_costs(inst, np.asarray(tokens, dtype=float) / 2.0, np.asarray(kv_read_tokens, dtype=float) / 2.0,
+                       np.asarray(prefill_pairs, dtype=float) / 2.0,
+                       None if logit_tokens is None else np.asarray(logit_tokens, dtype=float) / 2.0)
+    busy = sum(half[k] for k in STEP_FIELDS if k not in ("ep_comm_s", "overhead_s"))
+    tbo = {k: 2.0 * half[k] for k in STEP_FIELDS}
+    tbo["ep_comm_s"] = 2.0 * np.maximum(half["ep_comm_s"] - inst.engine.a2a_overlap * busy, 0.0)
+    tbo["overhead_s"] = one["overhead_s"]
+    t_one = sum(one[k] for k in STEP_FIELDS)
+    t_tbo = sum(tbo[k] for k in STEP_FIELDS)
+    use = t_tbo < t_one
+    return {k: np.where(use, tbo[k], one[k]) for k in STEP_FIELDS}
+
+
+def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None) -> dict[str, np.ndarray]:
     m, hw, dep, eng = inst.model, inst.hw, inst.dep, inst.engine
     n = np.maximum(np.asarray(tokens, dtype=float), 1.0)
     kv_read = np.asarray(kv_read_tokens, dtype=float)
@@ -284,7 +319,7 @@ def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_toke
             per_rank = n * k / t * h  # elements one GPU sends
             disp = collective_time(ALL_TO_ALL, per_rank * 1.0, ep, r_ep, hw)
             comb = collective_time(ALL_TO_ALL, per_rank * 2.0, ep, r_ep, hw)
-            ep_comm = (disp + comb) * (1.0 - eng.a2a_overlap)
+            ep_comm = disp + comb
     mlp = (1 - frac_moe) * dense
     moe = frac_moe * (moe + moe_mem)
     ep_comm = frac_moe * ep_comm

@@ -121,3 +121,24 @@ def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
 
         out["meets_slo"] = meets(sim, wl)
     return out
+
+
+def plan(*, model: str, system: str, gpus: int, input_len: float, output_len: float, ttft_slo_s: float,
+         tpot_slo_s: float, weights_dtype: str = "fp8", kv_dtype: str = "fp8", engine: str = "generic",
+         disaggregated: bool = True, simulate_top: int = 2, catalog=None) -> dict[str, Any]:
+    """`clustertwin serve plan`: layouts / batch limits / P/D splits under SLOs (serving/planner.py)."""
+    from ..catalog import load_catalog
+    from .planner import PlanRequest
+    from .planner import plan as _plan
+
+    catalog = catalog or load_catalog()
+    if ttft_slo_s <= 0 or tpot_slo_s <= 0:
+        raise InputError("SLO bounds must be positive", hint="e.g. --ttft-slo 2s --tpot-slo 80ms")
+    if input_len <= 0 or output_len <= 0:
+        raise InputError("input and output lengths must be positive", hint="pass --input-len and --output-len > 0")
+    m = get_model(model)
+    s = catalog.system(system)
+    req = PlanRequest(gpus=gpus, input_len=input_len, output_len=output_len, ttft_slo_s=ttft_slo_s,
+                      tpot_slo_s=tpot_slo_s, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                      disaggregated=disaggregated, simulate_top=max(0, simulate_top))
+    return _plan(m, s, catalog.fabric(s.default_scaleout), get_engine(engine), req, catalog=catalog)
