@@ -104,12 +104,13 @@ def _protocol_mask(P, d, simple_only=False):
 def ring(P: CollectiveParams, kind: str, S, n, g):
     """Ring all-reduce (kind 'ar'), all-gather / reduce-scatter ('ag'), chain broadcast / reduce ('bc').
 
-    Latency: NCCL tuning.cc ring model, nsteps = 2(n−1) (ar) or n−1, of which 2(d−1) / d−1 cross the
-    network; intra steps cost max(intraLat, netOverhead). Bandwidth: bytes 2(n−1)/n·S, (n−1)/n·S or S.
+    Latency: NCCL tuning.cc ring model, nsteps = 2(n−1) (ar) or n−1, of which 2d (ar, d > 1; NCCL
+    master) / d−1 cross the network; intra steps cost max(intraLat, netOverhead). Bandwidth: bytes 2(n−1)/n·S, (n−1)/n·S or S.
     """
     g, d = _domains(n, g)
     if kind == "ar":
-        nsteps, ninter, fbytes = 2 * (n - 1), 2 * (d - 1), 2 * (n - 1) / n
+        # NCCL master tuning.cc: nInterSteps = 2·nNodes for a multi-node all-reduce (was 2·(nNodes−1))
+        nsteps, ninter, fbytes = 2 * (n - 1), np.where(d > 1, 2 * d, 0.0), 2 * (n - 1) / n
     elif kind == "ag":
         nsteps, ninter, fbytes = n - 1, d - 1, (n - 1) / n
     else:
