@@ -31,12 +31,14 @@ class FittedConstant:
     unit: str
     meaning: str
     grid: tuple[float, ...]
-    groups: dict[str, tuple[str, ...]]  # group name -> chip ids ("*" = every chip)
+    groups: dict[str, tuple[str, ...]]  # group name -> chip ids ("*" = every chip), or stack ids (scope stack)
     additive: bool = False
+    scope: str = "chip"  # "chip": per accelerator (step_efficiency overlay); "stack": per software-stack preset
 
-    def group_of(self, chip: str) -> str | None:
-        for g, chips in self.groups.items():
-            if chip in chips or "*" in chips:
+    def group_of(self, chip: str, stack: str = "") -> str | None:
+        key = stack if self.scope == "stack" else chip
+        for g, members in self.groups.items():
+            if key in members or "*" in members:
                 return g
         return None
 
@@ -51,7 +53,7 @@ def fitted_constants() -> list[FittedConstant]:
         grid = tuple(round(lo + i * step, 6) for i in range(n + 1))
         out.append(FittedConstant(key=key, unit=str(spec.get("unit", "")), meaning=str(spec.get("meaning", "")),
                                   grid=grid, groups={g: tuple(c) for g, c in spec["groups"].items()},
-                                  additive=bool(spec.get("additive", False))))
+                                  additive=bool(spec.get("additive", False)), scope=str(spec.get("scope", "chip"))))
     return out
 
 
@@ -61,8 +63,14 @@ def current_values() -> dict[str, dict[str, float]]:
 
     table = _efficiency_table()
     out: dict[str, dict[str, float]] = {}
+    from .workload.stacks import get_stack
+
     for c in fitted_constants():
         out[c.key] = {}
+        if c.scope == "stack":
+            for g, members in c.groups.items():
+                out[c.key][g] = float(getattr(get_stack(members[0]), c.key))
+            continue
         for g, chips in c.groups.items():
             chip = next((x for x in chips if x != "*"), None)
             cfg = dict(table["defaults"])
@@ -79,8 +87,10 @@ class _RowTable:
     id: str
     measured: float
     chip: str
-    group: dict[str, str | None]  # constant key -> group of this row's chip
-    base: dict[float, float] = field(default_factory=dict)  # grid value -> prediction with additive constants = 0
+    stack: str
+    group: dict[str, str | None]  # constant key -> group of this row's chip / stack
+    keys: tuple[str, ...] = ()  # the non-additive constants that apply to this row (order of `base` keys)
+    base: dict[tuple, float] = field(default_factory=dict)  # grid point -> prediction with additive constants = 0
 
 
 def _row_chip(row: dict[str, str], catalog) -> str:
@@ -90,35 +100,39 @@ def _row_chip(row: dict[str, str], catalog) -> str:
     return system.accelerator.id
 
 
-def _overlay_catalog(catalog, chip: str, values: dict[str, float]):
+def _overlay_catalog(catalog, chip: str, values: dict[str, float], stack: str = "",
+                     stack_values: dict[str, float] | None = None):
     cal = {k: dict(v) for k, v in (catalog.calibration or {}).items()}
     sec = cal.setdefault("step_efficiency", {})
     sec[chip] = {**sec.get(chip, {}), **values}
+    if stack_values:
+        ssec = cal.setdefault("stack_efficiency", {})
+        ssec[stack] = {**ssec.get(stack, {}), **stack_values}
     return replace(catalog, calibration=cal)
 
 
 def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConstant]) -> tuple[list[_RowTable], list[str]]:
-    from .validate import predict_training_row
+    import itertools
 
-    nonadd = [c for c in consts if not c.additive]
-    if len(nonadd) > 1:
-        raise InputError("calibration: more than one non-additive fitted constant per chip is not supported",
-                         hint="mark per-step overheads `additive: true` in efficiency.yaml")
-    zero_add = {c.key: 0.0 for c in consts if c.additive}
+    from .validate import predict_training_row, stack_for_row
+
+    zero_add = {c.key: 0.0 for c in consts if c.additive and c.scope == "chip"}
     tables, skipped = [], []
     for row in rows:
         rid = (row.get("id") or "?").strip()
         meas = (row.get("measured_step_time_s") or "").strip()
         try:
             chip = _row_chip(row, catalog)
-            rt = _RowTable(rid, float(meas) if meas else 0.0, chip, {c.key: c.group_of(chip) for c in consts})
-            grid = nonadd[0].grid if nonadd and rt.group[nonadd[0].key] else (None,)
-            for gv in grid:
-                vals = dict(zero_add)
-                if gv is not None:
-                    vals[nonadd[0].key] = gv
-                cat = _overlay_catalog(catalog, chip, vals)
-                rt.base[gv] = predict_training_row(row, cat)
+            stack = stack_for_row(row).id
+            groups = {c.key: c.group_of(chip, stack) for c in consts}
+            mine = [c for c in consts if not c.additive and groups[c.key] is not None]
+            rt = _RowTable(rid, float(meas) if meas else 0.0, chip, stack, groups, tuple(c.key for c in mine))
+            for point in itertools.product(*(c.grid for c in mine)):
+                chip_vals, stack_vals = dict(zero_add), {}
+                for c, v in zip(mine, point, strict=True):
+                    (stack_vals if c.scope == "stack" else chip_vals)[c.key] = v
+                cat = _overlay_catalog(catalog, chip, chip_vals, stack, stack_vals)
+                rt.base[tuple(point)] = predict_training_row(row, cat)
         except (InputError, ArithmeticError, ValueError, KeyError, TypeError):
             skipped.append(rid)
             continue
@@ -130,18 +144,11 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
 
 
 def _predict(rt: _RowTable, values: dict[str, dict[str, float]], consts: list[FittedConstant]) -> float:
-    gv = None
-    add = 0.0
-    for c in consts:
-        g = rt.group[c.key]
-        if g is None:
-            continue
-        if c.additive:
-            add += values[c.key][g]
-        else:
-            gv = values[c.key][g]
-    key = gv if gv in rt.base else next(iter(rt.base))
-    return rt.base[key] + add
+    add = sum(values[c.key][rt.group[c.key]] for c in consts if c.additive and rt.group[c.key] is not None)
+    point = tuple(values[k][rt.group[k]] for k in rt.keys)
+    if point not in rt.base:  # a value off the grid (median fill): nearest grid point
+        point = min(rt.base, key=lambda p: sum(abs(a - b) for a, b in zip(p, point, strict=True)))
+    return rt.base[point] + add
 
 
 def _mape(tables: list[_RowTable], values, consts) -> float:
@@ -162,12 +169,25 @@ def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: di
                 best = min(c.grid, key=lambda x: (_mape(mine, {**values, c.key: {**values[c.key], g: x}}, consts),
                                                   abs(x - values[c.key][g])))
                 values[c.key][g] = best
-    for c in consts:  # groups without fit rows: median of the fitted groups
+    for c in consts:  # groups without fit rows: median of the fitted groups, else the unfitted prior
         fitted = [values[c.key][g] for g in c.groups if any(t.group[c.key] == g for t in tables)]
         for g in c.groups:
-            if fitted and not any(t.group[c.key] == g for t in tables):
-                values[c.key][g] = float(statistics.median(fitted))
+            if not any(t.group[c.key] == g for t in tables):
+                values[c.key][g] = float(statistics.median(fitted)) if fitted else prior_value(c)
     return values
+
+
+def prior_value(c: FittedConstant) -> float:
+    """The value a constant takes with no fit rows at all: efficiency.yaml ``defaults`` (chip scope) or the
+    SoftwareStack field default (stack scope: e.g. fsdp_overlap 1 = full overlap)."""
+    import dataclasses
+
+    from .sim.machine import efficiency_table
+    from .workload.stacks import SoftwareStack
+
+    if c.scope == "stack":
+        return float(next(f.default for f in dataclasses.fields(SoftwareStack) if f.name == c.key))
+    return float(efficiency_table()["defaults"][c.key])
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ class _Opts:
     overlap: bool
     grad_reduce_bytes: float
     cp_comm: str = "p2p"
+    stack: Any = None  # the resolved SoftwareStack (implementation properties: attention kernel, FSDP)
 
 
 def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opts) -> dict[str, np.ndarray]:
@@ -57,7 +58,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     mb, rc, zero, gb, sp, etp = (arr[k] for k in ("micro_batch", "recompute", "zero", "global_batch", "sp", "etp"))
     c = stage_costs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, recompute=rc,
                     zero=zero, global_batch=gb, seq_len=o.seq_len, sp=sp, etp=etp, flash=o.flash,
-                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm)
+                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm, stack=o.stack)
     shape = c["layer_fwd_gemm_s"].shape
     t = np.broadcast_to(np.asarray(tp, dtype=float), shape)
     p = np.broadcast_to(np.asarray(pp, dtype=float), shape)
@@ -137,8 +138,11 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     fsdp_comm = c["fsdp_mb_s"]
     compute_mb = Lps * (gemm_layer + attn_layer + mem_layer + rec_layer)
     first_unit = fsdp_comm / np.maximum(Lps, 1.0)
-    fsdp_exposed = np.where(z >= 3, m * (np.maximum(first_unit, fsdp_comm - compute_mb)
-                                         + sigma * np.minimum(fsdp_comm, compute_mb)), 0.0)
+    # the share of min(comm, compute) the implementation hides (stack fsdp_overlap; 1 = separate stream
+    # with prefetch: all but the first unit); the hidden part slows the concurrent compute by sigma
+    share = float(o.stack.fsdp_overlap) if o.stack is not None else 1.0
+    hidden = share * np.minimum(fsdp_comm, compute_mb)
+    fsdp_exposed = np.where(z >= 3, m * (np.maximum(first_unit, fsdp_comm - hidden) + sigma * hidden), 0.0)
 
     optimizer = c["optimizer_s"]
     overhead = c["step_overhead_s"]
@@ -202,10 +206,13 @@ def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.
 def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plans: dict[str, Any], *,
                    seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
                    overlap: bool = True, grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", catalog: Any = None,
-                   hardware: Hardware | None = None, sequence_parallel: bool | None = None) -> dict[str, np.ndarray]:
+                   hardware: Hardware | None = None, sequence_parallel: bool | None = None,
+                   stack: str | None = None) -> dict[str, np.ndarray]:
     """Evaluate many plans at once. ``plans`` maps degree names to arrays (broadcast together):
     tp, pp, dp, cp, ep, vpp, micro_batch, recompute (code 0/1/2 or names), zero; optional
-    global_batch, sequence_parallel (default: the keyword, else tp > 1), etp, uneven_pipeline. Returns arrays: step_time_s,
+    global_batch, sequence_parallel (default: the keyword, else tp > 1), etp, uneven_pipeline. ``stack``: the
+    software-stack preset whose implementation properties apply (attention kernel generation, selective
+    recompute, sharded-DP gathers and overlap; default Megatron-Core). Returns arrays: step_time_s,
     tokens_per_s, mfu, hfu, tflops_per_gpu, tflops_per_gpu_hw, memory_gb_per_gpu, fits_memory, valid,
     breakdown_<component>, memory_<component>_gb.
     """
@@ -234,8 +241,10 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     a = dict(zip(keys, bcast, strict=True))
 
     hw = hardware or make_hardware(system, fabric, dtype, catalog)
+    from ..workload.stacks import resolve_stack
+
     o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes,
-              cp_comm=cp_comm)
+              cp_comm=cp_comm, stack=resolve_stack(stack, catalog))
     valid = _valid_mask(model, a, seq)
     # evaluate invalid plans with safe degrees (results masked by `valid`)
     safe = dict(a)
@@ -319,7 +328,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
                          grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,
-                         hardware=hw)
+                         hardware=hw, stack=plan.stack)
     f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     step = f["step_time_s"]
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}

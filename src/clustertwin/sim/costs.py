@@ -73,7 +73,7 @@ STAGE_COST_FIELDS = (
 
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
                 zero, global_batch, seq_len, sp=True, etp=1, flash: bool = True, overlap: bool = True,
-                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p") -> dict[str, np.ndarray]:
+                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", stack=None) -> dict[str, np.ndarray]:
     """Granular costs of one pipeline stage (see STAGE_COST_FIELDS). All inputs broadcast.
 
     ``vpp`` and ``overlap`` do not change any per-item cost (the engines apply them); they are accepted
@@ -81,7 +81,7 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     """
     st = stage_inputs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, recompute=recompute,
                       zero=zero, global_batch=global_batch, seq_len=seq_len, sp=sp, etp=etp, flash=flash,
-                      grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm)
+                      grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm, stack=stack)
     fm = st.frac_moe
     proj_f, proj_b = attention.projections(st)
     core = attention.core(st)
@@ -96,7 +96,9 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     mem_f = ew_f + core.mem_fwd_s + fm * mo.mem_fwd_s
     mem_b = ew_b + core.mem_bwd_s + fm * mo.mem_bwd_s
     fwd_total = fwd_gemm + core.fwd_s + mem_f
-    if model.is_moe:
+    if st.sel_half:
+        selective = 0.5 * fwd_total  # torchtitan selective AC: half of the forward (stack preset)
+    elif model.is_moe:
         # MoE recipes' fine-grained selective recompute (Megatron --recompute-modules layernorm moe_act,
         # + mla_up_proj with MLA): norms, expert activation, MLA up-projections - not the attention core
         selective = fm * mo.recompute_fwd_s + attention.mla_up_proj_fwd(st)

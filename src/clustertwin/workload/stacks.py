@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import InputError, UnknownNameError
 
 # the settings a stack fixes that a ParallelPlan carries and the engines take as keywords
-ENGINE_OPTION_KEYS = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel")
+ENGINE_OPTION_KEYS = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel", "stack")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,18 +40,30 @@ class SoftwareStack:
     # the compute that needs them, and whether the gathers run on their own stream beside the compute.
     fsdp_impl: str = "megatron-fsdp"  # megatron-fsdp | fsdp1 | fsdp2 | zero3-2021
     fsdp_prefetch: int = 1  # layers of parameter all-gather in flight ahead of compute
-    fsdp_overlap: bool = True  # gathers / reduce-scatters overlap compute (separate stream)
+    # share of min(sharded-DP communication, compute) of a micro-batch that hides behind the compute
+    # (1 = a separate stream with prefetch hides all of it but the first unit; see docs/modelling.md)
+    fsdp_overlap: float = 1.0
+    # parameter gathers and gradient reduce-scatters run on rings whose every hop crosses the scale-out
+    # network (no node-aware aggregation over the host's NICs)
+    fsdp_flat_ring: bool = False
+    # fused-attention kernel generation: its rate relative to the chip's attention_efficiency (FA2-class = 1)
+    attention_kernel_speed: float = 1.0
+    # what `recompute = selective` recomputes: "attention-core" (Megatron, Korthikanti et al.) or
+    # "half-forward" (torchtitan selective AC: every 2nd layer, or every 2nd matmul of each layer)
+    selective_recompute: str = "attention-core"
     frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
-        return {k: getattr(self, k) for k in ENGINE_OPTION_KEYS}
+        return {k: (self.id if k == "stack" else getattr(self, k)) for k in ENGINE_OPTION_KEYS}
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "description": self.description, "source": self.source,
                 **self.engine_options(), "zero_stages": list(self.zero_stages), "recompute": list(self.recompute),
                 "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline,
-                "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap}
+                "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap,
+                "fsdp_flat_ring": self.fsdp_flat_ring, "attention_kernel_speed": self.attention_kernel_speed,
+                "selective_recompute": self.selective_recompute}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -121,7 +133,11 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
                "arXiv:2104.07857 Sec. 6-7 (per-layer parameter all-gather before use, prefetch bucket)",
         flash_attention=False, overlap=False, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
-        fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=False,
+        # SC'21 Table 2: the 175B run takes the same step on 768 and 1536 GPUs (66.8 s) while its compute
+        # quarters: the parameter traffic per GPU (3 gathers + 1 reduce-scatter of all fp16 weights,
+        # independent of the GPU count) moves at ~one HDR NIC per GPU (4 x 350 GB / 66.8 s = 21 GB/s),
+        # i.e. rings whose hops all cross the network. fsdp_overlap is FITTED (efficiency.yaml `fitted`).
+        fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=0.7, fsdp_flat_ring=True,
     ),
     SoftwareStack(
         id="llm-foundry",
@@ -133,7 +149,9 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
                "PyTorch FSDP paper arXiv:2304.11277 Sec. 3.3-4 (backward prefetch, rate limiter)",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
         recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
-        fsdp_impl="fsdp1", fsdp_prefetch=1,
+        # llm-foundry's 2023 MPT blocks ran FlashAttention v1 / Triton kernels, which FlashAttention-2
+        # outruns by 1.7-3.0x (FA v1) and 1.3-2.5x (Triton) (Dao, arXiv:2307.08691 Sec. 4.1): 1/1.7 taken
+        fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
     ),
     SoftwareStack(
         id="torchtitan",
@@ -145,6 +163,9 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
                "arXiv:2410.06511 Sec. 3",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
         recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp2", fsdp_prefetch=1,
+        # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
+        # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
+        selective_recompute="half-forward",
     ),
 )}
 
@@ -155,6 +176,26 @@ def get_stack(name: str | None) -> SoftwareStack:
     if key not in STACKS:
         raise UnknownNameError("software stack", name or "", tuple(STACKS))
     return STACKS[key]
+
+
+# implementation constants a catalog overlay may set per preset (calibration: {stack_efficiency: {ID: {...}}})
+STACK_OVERLAY_KEYS = ("fsdp_overlap", "attention_kernel_speed")
+
+
+def resolve_stack(name: str | None, catalog: Any = None) -> SoftwareStack:
+    """The preset ``name`` with the catalog's ``stack_efficiency`` calibration for it applied."""
+    from dataclasses import replace
+
+    st = get_stack(name)
+    overlay = catalog.calibration_for("stack_efficiency", st.id) if catalog is not None and hasattr(
+        catalog, "calibration_for") else None
+    if overlay:
+        bad = [k for k in overlay if k not in STACK_OVERLAY_KEYS]
+        if bad:
+            raise InputError(f"calibration stack_efficiency.{st.id}: unknown key {bad[0]!r}",
+                             hint="keys: " + ", ".join(STACK_OVERLAY_KEYS))
+        st = replace(st, **{k: float(v) for k, v in overlay.items()})
+    return st
 
 
 # ---------------------------------------------------------------------------------------------------

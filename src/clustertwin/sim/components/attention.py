@@ -97,7 +97,8 @@ def core(st: Stage) -> AttentionCore:
         # roll-off with the KV length one kernel call sees: the full sequence, or with a CP ring the local
         # chunk s/c (one call per ring step); the CP all-gather path attends to the gathered K,V
         s_kv = s if st.cp_comm == "allgather" else s / c
-        rate = hw.peak_bf16 * hw.eff.attention_efficiency * s_kv / (s_kv + hw.eff.attention_seq_half)
+        rate = (hw.peak_bf16 * hw.eff.attention_efficiency * st.attn_speed
+                * s_kv / (s_kv + hw.eff.attention_seq_half))
         attn_f = core_full * causal_frac / rate + 2 * kern
         attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
         if st.cp_comm != "allgather":

@@ -47,6 +47,8 @@ def dp_comm(st: Stage) -> DPComm:
     gbytes = st.grad_reduce_bytes
     n_dp = d * c
     r_dp = ranks_per_domain(n_dp, t, hw.domain)
+    # ZeRO-3 2021 (stack fsdp_flat_ring): every ring hop crosses the network, one NIC's rate per GPU
+    r_fs = np.minimum(r_dp, 1.0) if st.fsdp_flat else r_dp
     dp_rs = collective_time(REDUCE_SCATTER, dense_p * gbytes, n_dp, r_dp, hw)
     dp_ag = collective_time(ALL_GATHER, dense_p * 2.0, n_dp, r_dp, hw)
     dp_ar = collective_time(ALL_REDUCE, dense_p * gbytes, n_dp, r_dp, hw)
@@ -57,7 +59,16 @@ def dp_comm(st: Stage) -> DPComm:
     edp_rs = collective_time(REDUCE_SCATTER, expert_p * gbytes, n_edp, r_edp, hw)
     edp_ag = collective_time(ALL_GATHER, expert_p * 2.0, n_edp, r_edp, hw)
     edp_ar = collective_time(ALL_REDUCE, expert_p * gbytes, n_edp, r_edp, hw)
-    # FSDP / ZeRO-3: per micro-batch all-gather of params (fwd and bwd) and reduce-scatter of grads
-    fsdp_mb = np.where(st.zero >= 3, 2.0 * dp_ag + edp_ag * 2.0 + dp_rs + edp_rs, 0.0)
+    # FSDP / ZeRO-3: per micro-batch all-gather of params (fwd and bwd) and reduce-scatter of grads;
+    # DeepSpeed ZeRO-3 gathers again for the recompute forward of full activation checkpointing (its
+    # hooks fire per submodule forward); PyTorch FSDP checkpoints inside the unit, so backward's gather
+    # serves the recompute too
+    if st.fsdp_flat:
+        fs_rs = collective_time(REDUCE_SCATTER, dense_p * gbytes, n_dp, r_fs, hw)
+        fs_ag = collective_time(ALL_GATHER, dense_p * 2.0, n_dp, r_fs, hw)
+    else:
+        fs_rs, fs_ag = dp_rs, dp_ag
+    gathers = 2.0 + (np.where(st.rc == 2, 1.0, 0.0) if st.fsdp_recompute_gather else 0.0)
+    fsdp_mb = np.where(st.zero >= 3, gathers * (fs_ag + edp_ag) + fs_rs + edp_rs, 0.0)
     return DPComm(dp_rs, dp_ag, dp_ar, dp_bucket, edp_rs, edp_ag, edp_ar, fsdp_mb, dense_p * gbytes,
                   dense_p, expert_p, n_dp, n_edp)

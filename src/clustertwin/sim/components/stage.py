@@ -11,7 +11,11 @@ stage (3 = FSDP); ``sp`` sequence parallelism in effect (bool, only with tp > 1)
 length; ``tok`` tokens of one micro-batch on this rank (``b*s/c``), ``tok_sp`` the tokens in the SP
 regions (``tok/t`` with SP); ``m`` micro-batches per step; ``in_bytes`` bytes per GEMM input element
 of the step dtype; ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the share of MoE layers;
-``flash``, ``cp_comm`` ("p2p" ring or "allgather"), ``grad_reduce_bytes`` from the software stack.
+``flash``, ``cp_comm`` ("p2p" ring or "allgather"), ``grad_reduce_bytes`` from the software stack, and
+from its preset (workload/stacks.py): ``attn_speed`` (fused-attention kernel rate relative to the chip's
+FA2-class efficiency), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
+sharded-DP implementation: ``fsdp_recompute_gather`` (the recompute forward gathers the parameters again,
+DeepSpeed ZeRO-3) and ``fsdp_flat`` (gather rings cross the network on every hop).
 """
 
 from __future__ import annotations
@@ -51,11 +55,15 @@ class Stage:
     flash: bool
     cp_comm: str
     grad_reduce_bytes: float
+    attn_speed: float = 1.0
+    sel_half: bool = False
+    fsdp_recompute_gather: bool = False
+    fsdp_flat: bool = False
 
 
 def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_batch, recompute, zero,
                  global_batch, seq_len, sp=True, etp=1, flash: bool = True, grad_reduce_bytes: float = 2.0,
-                 cp_comm: str = "p2p") -> Stage:
+                 cp_comm: str = "p2p", stack=None) -> Stage:
     """Broadcast the plan degrees together and derive the token counts (see module docstring)."""
     tp, pp, dp, cp, ep, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
         *(np.asarray(x) for x in (tp, pp, dp, cp, ep, micro_batch, recompute, zero, global_batch, sp, etp)))
@@ -74,4 +82,13 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
         fp8=dtype in FP8_DTYPES or dtype in FP4_DTYPES,
         frac_moe=model.num_moe_layers / model.num_layers if model.is_moe else 0.0,
         flash=bool(flash), cp_comm=cp_comm, grad_reduce_bytes=float(grad_reduce_bytes),
+        **_stack_fields(stack),
     )
+
+
+def _stack_fields(stack) -> dict:
+    if stack is None:
+        return {}
+    return {"attn_speed": float(stack.attention_kernel_speed),
+            "sel_half": stack.selective_recompute == "half-forward",
+            "fsdp_recompute_gather": stack.fsdp_impl == "zero3-2021", "fsdp_flat": bool(stack.fsdp_flat_ring)}

@@ -238,6 +238,10 @@ def simulate(
     kw: dict[str, Any] = {}
     if hasattr(plan, "cp_comm"):
         kw["cp_comm"] = plan.cp_comm
+    if getattr(plan, "stack", None):
+        from ...workload.stacks import resolve_stack
+
+        kw["stack"] = resolve_stack(plan.stack, catalog)  # same implementation properties as the analytical engine
     raw = cm.stage_costs(
         model, hw, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vpp=plan.vpp,
         micro_batch=plan.micro_batch, recompute=plan.recompute_code, zero=plan.zero_effective,
