@@ -87,18 +87,11 @@ def load_scenario(path: str | Path, *, catalog=None, catalog_paths=(), overrides
     """Read a scenario YAML: ``model`` (zoo id or mapping), ``system``, ``fabric``, ``gpus``, ``plan``."""
     p = Path(path)
     data = read_yaml(p, "scenario file", hint="see scenarios/*.yaml for examples", shape="model, system, gpus and plan")
-    allowed = {"name", "description", "model", "system", "fabric", "gpus", "plan", "source"}
-    bad = set(data) - allowed
-    if bad:
-        from .errors import closest
+    from .schemas import ScenarioIn, parse
 
-        k = sorted(bad)[0]
-        raise InputError(f"scenario {str(p)!r}: unknown key {k!r}", suggestions=closest(k, allowed),
-                         hint="keys: " + ", ".join(sorted(allowed)))
-    for key in ("model", "system"):
-        if key not in data:
-            raise InputError(f"scenario {str(p)!r} has no {key!r}", hint="give model, system, gpus and plan")
-    plan = dict(data.get("plan") or {})
+    sc = parse(ScenarioIn, data, f"scenario {str(p)!r}", hint="see scenarios/*.yaml for examples")
+    data = sc.model_dump(exclude_none=True)
+    plan = {k: v for k, v in sc.plan.model_dump().items() if v is not None} if sc.plan else {}
     plan.update({k: v for k, v in (overrides or {}).items() if v is not None and k in _PLAN_KEYS})
     ov = overrides or {}
     return build_scenario(

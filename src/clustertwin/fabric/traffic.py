@@ -253,9 +253,9 @@ def read_jobs(path: str | Path) -> list[JobSpec]:
         pl = str(j.get("placement", "packed"))
         if pl not in ("packed", "spread"):
             raise UnknownNameError("placement", pl, ("packed", "spread"))
-        gpus = int(j["gpus"])
-        if gpus < 1:
-            raise InputError(f"jobs file {p.name} job {i + 1}: gpus must be positive")
+        from ..schemas import positive_count
+
+        gpus = positive_count(j["gpus"], f"jobs file {p.name} job {i + 1}: gpus")
         size = j.get("size", "1G")
         out.append(JobSpec(name=str(j.get("name", f"job{i + 1}")), gpus=gpus, placement=pl,
                            traffic=check_collective(str(j.get("traffic", "all_reduce"))),

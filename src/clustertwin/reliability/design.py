@@ -99,12 +99,21 @@ def _from_file(path: Path, cat: Catalog, params: Params | None) -> Design:
     if not sid:
         raise InputError(f"design file {str(path)!r} has no `system`", hint="add e.g. `system: gb200-nvl72` (or under `cluster:`)")
     system = cat.system(str(sid))
+    from ..schemas import positive_count
+
+    known = {"system", "domains", "gpus", "fabric", "name", "model", "cluster", "workload", "description",
+             "source", "plan", "topology", "oversubscription"}
+    for mapping in (data, c):
+        unknown = sorted(set(mapping) - known)
+        if unknown:
+            from ..errors import closest
+
+            raise InputError(f"design file {str(path)!r}: unknown field {unknown[0]!r}",
+                             suggestions=closest(unknown[0], known), hint="fields: " + ", ".join(sorted(known)))
     if c.get("domains") is not None:
-        n = int(c["domains"])
-        if n < 1:
-            raise InputError(f"design file {str(path)!r}: domains must be at least 1, got {n}")
+        n = positive_count(c["domains"], f"design file {str(path)!r}: domains")
     elif c.get("gpus") is not None:
-        n = domains_for(system, int(c["gpus"]))
+        n = domains_for(system, positive_count(c["gpus"], f"design file {str(path)!r}: gpus"))
     else:
         n = 1
     fabric = _fabric(cat, c.get("fabric"), system)

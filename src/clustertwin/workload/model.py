@@ -163,8 +163,19 @@ def _check_model(m: ModelSpec) -> None:
 _FIELDS = set(ModelSpec.__dataclass_fields__) - {"extra"}
 
 
+@lru_cache(maxsize=1)
+def _model_schema():
+    """Strict pydantic view of ModelSpec for model files (``schemas.dataclass_schema``)."""
+    from ..schemas import dataclass_schema
+
+    return dataclass_schema(ModelSpec, "ModelIn", skip=("id", "extra"))
+
+
 def model_from_dict(model_id: str, data: dict[str, Any], *, origin: str = "") -> ModelSpec:
     """Build a ModelSpec from a mapping (YAML entry, CLI flags). Unknown keys are an InputError."""
+    if not isinstance(data, dict):
+        raise InputError(f"model {model_id!r}{' in ' + origin if origin else ''} must be a mapping of fields, "
+                         f"got {type(data).__name__}", hint="fields: " + ", ".join(sorted(_FIELDS)))
     unknown = set(data) - _FIELDS - {"id"}
     if unknown:
         from ..errors import closest
@@ -175,11 +186,12 @@ def model_from_dict(model_id: str, data: dict[str, Any], *, origin: str = "") ->
             suggestions=closest(key, _FIELDS),
             hint="fields: " + ", ".join(sorted(_FIELDS)),
         )
+    from ..schemas import parse
+
     kw = {k: v for k, v in data.items() if k != "id"}
-    try:
-        return ModelSpec(id=model_id, **kw)
-    except TypeError as exc:  # missing required field
-        raise InputError(f"model {model_id!r}{' in ' + origin if origin else ''}: {exc}") from None
+    checked = parse(_model_schema(), kw, f"model {model_id!r}{' in ' + origin if origin else ''}",
+                    hint="see `clustertwin models show llama3-8b` for the fields (docs/models.md)")
+    return ModelSpec(id=model_id, **{k: getattr(checked, k) for k in kw})
 
 
 def _parse_models_yaml(text: str, origin: str) -> dict[str, ModelSpec]:
@@ -187,8 +199,9 @@ def _parse_models_yaml(text: str, origin: str) -> dict[str, ModelSpec]:
 
     data = parse_yaml_text(text, f"model file {origin!r}") or {}
     models = data.get("models", data) if isinstance(data, dict) else None
-    if not isinstance(models, dict):
-        raise InputError(f"model file {origin!r} must hold a mapping `models: {{id: {{...}}}}`")
+    if not isinstance(models, dict) or not models:
+        raise InputError(f"model file {origin!r} must hold a non-empty mapping `models: {{id: {{...}}}}`",
+                         hint="see docs/models.md for the format")
     return {k: model_from_dict(k, v or {}, origin=origin) for k, v in models.items()}
 
 
