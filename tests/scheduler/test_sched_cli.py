@@ -36,3 +36,42 @@ def test_openb_text_and_bad_input(capsys, tmp_path):
     bad.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\nx1,1,1,1,-5\n")
     rc, _, err = run(capsys, "schedule", "openb", "--pods", str(bad))
     assert rc == 2 and "x1" in err and "gpu_milli" in err
+
+
+def test_replay_compare_export_gen_trace(capsys, tmp_path):
+    trace = tmp_path / "jobs.csv"
+    rc, out, err = run(capsys, "schedule", "gen-trace", str(trace), "--jobs", "200", "--cluster", "gb200-nvl72",
+                       "--domains", "16", "--unhealthy-per-domain", "2", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["jobs"] == 200 and trace.exists()
+    db = tmp_path / "r.db"
+    per_job = tmp_path / "per_job.csv"
+    rc, out, err = run(capsys, "schedule", "replay", str(trace), "--cluster", "gb200-nvl72", "--domains", "16",
+                       "--unhealthy-per-domain", "2", "--policy", "slurm-block", "--db", str(db),
+                       "--jobs-csv", str(per_job), "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["policy"] == "slurm-block" and d["metrics"]["jobs"] == 200 and d["stored"]["id"]
+    assert len(per_job.read_text().splitlines()) == 201
+    rc, out, err = run(capsys, "results", "show", d["stored"]["id"], "--db", str(db))
+    assert rc == 0 and "slurm-block" in out
+    rc, out, err = run(capsys, "schedule", "compare", "llm:150", "--cluster", "gb200-nvl72", "--domains", "16",
+                       "--policies", "fifo,tas", "--no-store", "--json")
+    assert rc == 0, err
+    assert [p["policy"] for p in json.loads(out)["policies"]] == ["fifo", "tas"]
+    rc, out, _ = run(capsys, "schedule", "export", "--format", "slurm", "--cluster", "gb200-nvl72", "--domains", "2")
+    assert rc == 0 and "block_sizes" in out
+
+
+def test_replay_bad_input_exits_2(capsys, tmp_path):
+    f = tmp_path / "j.yaml"
+    f.write_text("jobs:\n- {id: big-one, pods: 3, gpus_per_pod: 8, duration_s: 60}\n")
+    rc, _, err = run(capsys, "schedule", "replay", str(f), "--cluster", "gb200-nvl72", "--domains", "2", "--no-store")
+    assert rc == 2 and "big-one" in err and "gpus_per_pod" in err
+    f.write_text("jobs:\n- {id: rack, pods: 19, gpus_per_pod: 4, duration_s: 60, required: domain}\n")
+    rc, _, err = run(capsys, "schedule", "replay", str(f), "--cluster", "gb200-nvl72", "--domains", "2", "--no-store")
+    assert rc == 2 and "rack" in err and "required" in err
+    rc, _, err = run(capsys, "schedule", "replay", str(f), "--policy", "kueue", "--no-store")
+    assert rc == 2 and "unknown scheduling policy" in err
+    rc, _, err = run(capsys, "schedule", "export", "--format", "sge")
+    assert rc == 2 and "kueue" in err

@@ -303,13 +303,23 @@ def results_show(
     if json_:
         emit_json({"sweep": meta, "rows": rows, "pareto": [r["job_index"] for r in rows if r.get("pareto")]})
         return
+    if (meta.get("spec") or {}).get("kind") == "schedule":  # clustertwin schedule replay | compare
+        t = Table(title=f"{meta['name']} ({meta['id']}), tool {meta['tool_version']}")
+        keys = ("jct_mean_h", "jct_p95_h", "queue_mean_h", "utilisation", "goodput", "stranded_domain_gpus",
+                "fgd_frag_ratio", "mean_step_penalty", "lost_gpu_h")
+        for c in ("policy", *keys):
+            t.add_column(c)
+        for pol, m in meta["spec"].get("metrics", {}).items():
+            t.add_row(pol, *[f"{m.get(k, float('nan')):.3g}" for k in keys])
+        console.print(t)
+        return
     plan_kind = _is_plan(meta)
     _render_rows(rows, title=("" if plan_kind else "sweep ") + f"{meta['name']} ({meta['id']}), catalog "
                  f"{meta['catalog_version']}, tool {meta['tool_version']}" + ("" if plan_kind else " - * = Pareto front"))
 
 
 def _is_plan(meta: dict[str, Any]) -> bool:
-    return (meta.get("spec") or {}).get("kind") == "plan"
+    return (meta.get("spec") or {}).get("kind") in ("plan", "schedule")
 
 
 def _stored_rows(store: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
