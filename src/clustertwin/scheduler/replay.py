@@ -58,7 +58,7 @@ class StepModel:
 
     def _hardware(self):
         if self._hw is None:
-            from ..sim.costs import make_hardware
+            from ..sim.machine import make_hardware
 
             c = self.inv.cluster
             self._hw = make_hardware(c.system, c.fabric, "bf16", self.catalog)
