@@ -76,7 +76,7 @@ def openb_cmd(
         return
     cv = {p["arrived_pct"]: p["allocated_pct"] for p in out["curve"]}
     seeds_txt = f"seed {seed_list[0]}" if len(seed_list) == 1 else f"mean of {len(seed_list)} seeds"
-    console.print(f"[bold]{POLICY_LABELS[policy]}[/] on {pd_.source} / {nd.source}: {nd.total_gpus:,} GPUs, "
+    console.print(f"{POLICY_LABELS[policy]} on {pd_.source} / {nd.source}: {nd.total_gpus:,} GPUs, "
                   f"{len(pd_):,} tasks in the list, {seeds_txt}, {wall:.2f} s")
     t = Table(title="GPU capacity arrived vs allocated (% of milli-GPU)")
     t.add_column("arrived %", justify="right")
@@ -189,7 +189,7 @@ def replay_cmd(
                   f"replayed in {res.wall_s:.1f} s ({res.step_model_evaluations} step-model evaluations)")
     _print_metrics([res])
     for n in res.notes:
-        console.print(f"[dim]note: {n}[/]")
+        console.print(f"note: {n}")
     if stored:
         console.print(f"stored in {stored['db']} as {stored['id']}")
 
@@ -261,9 +261,7 @@ def _print_metrics(results) -> None:
         t.add_column(head, justify="right")
     for r in results:
         t.add_row(r.policy, *[fmt.format(r.metrics[k]) for k, _, fmt in _METRIC_COLS])
-    from rich.console import Console
-
-    Console(highlight=False, width=max(console.width, 132)).print(t)
+    console.print(t)
 
 
 def _write_jobs_csv(path: Path, results) -> None:
