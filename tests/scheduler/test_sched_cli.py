@@ -75,3 +75,19 @@ def test_replay_bad_input_exits_2(capsys, tmp_path):
     assert rc == 2 and "unknown scheduling policy" in err
     rc, _, err = run(capsys, "schedule", "export", "--format", "sge")
     assert rc == 2 and "kueue" in err
+
+
+def test_stored_schedule_and_plan_records_render_in_the_web_ui(capsys, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from clustertwin.web.app import create_app
+
+    db = tmp_path / "r.db"
+    rc, out, err = run(capsys, "schedule", "compare", "llm:60", "--cluster", "gb200-nvl72", "--domains", "4",
+                       "--policies", "fifo,dra", "--db", str(db), "--json")
+    assert rc == 0, err
+    rid = json.loads(out)["stored"]["id"]
+    with TestClient(create_app(db=db)) as c:
+        page = c.get(f"/results/{rid}")
+        assert page.status_code == 200 and "dra" in page.text and "jct_mean_h" in page.text
+        assert c.get("/results").status_code == 200

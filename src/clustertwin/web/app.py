@@ -319,7 +319,17 @@ def create_app(*, db: str | Path = "clustertwin-results.db", max_body: int = MAX
                                 status_code=404)
         meta, rows = doc["sweep"], doc["rows"]
         if (meta.get("spec") or {}).get("kind") == "plan":
+            # stored plan rows carry job_index = rank - 1 (planner/record.py), not the live plan's rank
+            rows = [dict(r, rank=r.get("rank", int(r.get("job_index", i)) + 1)) for i, r in enumerate(rows)]
             html = _plan_html({"plans": rows, "request": _plan_request(meta, rows), "runner_up": None})
+        elif (meta.get("spec") or {}).get("kind") == "schedule":  # clustertwin schedule replay | compare
+            from ..report.html import table
+
+            keys = ("jct_mean_h", "jct_p95_h", "queue_mean_h", "utilisation", "goodput", "stranded_domain_gpus",
+                    "fgd_frag_ratio", "mean_step_penalty", "lost_gpu_h")
+            metrics = meta["spec"].get("metrics", {})
+            html = '<div class="card">' + table(["policy", *keys], [[p, *[format(m.get(k, float("nan")), ".4g") for k in keys]]
+                                                                      for p, m in metrics.items()]) + "</div>"
         else:
             html = _sweep_html(rows)
         return HTMLResponse(pages.result_page(meta, html))
