@@ -139,9 +139,9 @@ def structured_notes(notes: str) -> str:
     return " | ".join(p.strip() for p in parts)
 
 
-def _arch_notes(notes: str) -> dict[str, int]:
+def _arch_notes(notes: str) -> dict[str, float]:
     text = " ".join(re.findall(r"arch:[^|]*", notes or ""))
-    out: dict[str, int] = {}
+    out: dict[str, float] = {}
     for key in _ARCH_KEYS:
         m = re.search(rf"\b{key}\s*=\s*(\d+)", text)
         if m:
@@ -149,6 +149,10 @@ def _arch_notes(notes: str) -> dict[str, int]:
     m = re.search(r"MTP depth\s*=\s*(\d+)", text, re.IGNORECASE)
     if m:
         out["mtp_depth"] = int(m.group(1))
+    m = re.search(r"sliding window (\d+) on alternate layers", text, re.IGNORECASE)
+    if m:  # documented arch detail (validation README: sliding windows); alternate = every other layer
+        out["sliding_window"] = int(m.group(1))
+        out["sliding_window_fraction"] = 0.5
     return out
 
 

@@ -124,3 +124,22 @@ def test_grouped_gemm_shape_model_against_published_kernel_measurements(catalog)
         ratios.append(2.0 * g * m * n * k / t / 1e12 / tflops)
     assert all(0.8 < r < 1.2 for r in ratios), ratios
     assert sum(abs(r - 1) for r in ratios) / len(ratios) < 0.12
+
+
+def test_sliding_window_layers_attend_to_the_window_only(catalog):
+    """GPT-OSS: alternate layers attend to the last 128 tokens (validation README `arch:` detail)."""
+    from clustertwin.errors import InputError
+    from clustertwin.sim.components import attention
+    from clustertwin.validate import _arch_notes
+
+    full = QWEN3_30B
+    swa = full.with_(sliding_window=128, sliding_window_fraction=0.5)
+    c_full = attention.core(_stage(catalog, model=full))
+    c_swa = attention.core(_stage(catalog, model=swa))
+    # half the layers keep the full causal cost, the windowed half costs a small fraction of it
+    assert 0.5 * float(c_full.fwd_s) < float(c_swa.fwd_s) < 0.7 * float(c_full.fwd_s)
+    assert 0.5 * float(c_full.bwd_s) < float(c_swa.bwd_s) < 0.7 * float(c_full.bwd_s)
+    assert _arch_notes("arch: head_dim=64; sliding window 128 on alternate layers | x") == {
+        "head_dim": 64, "sliding_window": 128, "sliding_window_fraction": 0.5}
+    with pytest.raises(InputError, match="sliding_window"):
+        full.with_(sliding_window_fraction=0.5)

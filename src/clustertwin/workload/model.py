@@ -26,6 +26,8 @@ class ModelSpec:
     ``moe_ffn_hidden_size``, ``moe_topk`` per token, ``num_shared_experts`` always-on experts of the same
     width, the first ``num_dense_layers`` layers dense. MLA (DeepSeek-V2/V3): ``q_lora_rank`` (0 = no
     q compression), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
+    Sliding-window attention (GPT-OSS, Gemma, Mistral): ``sliding_window_fraction`` of the layers attend
+    only to the last ``sliding_window`` tokens.
     """
 
     id: str
@@ -52,6 +54,8 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     mtp_depth: int = 0
+    sliding_window: int = 0  # tokens a query attends to in the sliding-window layers (0 = none)
+    sliding_window_fraction: float = 0.0  # share of the layers with the window (GPT-OSS: alternate = 0.5)
     source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -156,6 +160,11 @@ def _check_model(m: ModelSpec) -> None:
             bad("MoE model needs moe_ffn_hidden_size", "set the expert MLP width")
         if not (0 <= m.num_dense_layers < m.num_layers):
             bad(f"num_dense_layers ({m.num_dense_layers}) must be below num_layers", "fix num_dense_layers")
+    if m.sliding_window < 0 or not (0.0 <= m.sliding_window_fraction <= 1.0):
+        bad(f"sliding_window ({m.sliding_window}) must be >= 0 and sliding_window_fraction "
+            f"({m.sliding_window_fraction}) between 0 and 1", "e.g. sliding_window: 128, sliding_window_fraction: 0.5")
+    if m.sliding_window_fraction > 0 and not m.sliding_window:
+        bad("sliding_window_fraction is set but sliding_window is 0", "give the window length in tokens")
     if m.is_mla and not (m.qk_nope_head_dim and m.qk_rope_head_dim and m.v_head_dim):
         bad("MLA needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim", "give all MLA dimensions")
 

@@ -101,6 +101,15 @@ def core(st: Stage) -> AttentionCore:
                 * s_kv / (s_kv + hw.eff.attention_seq_half))
         attn_f = core_full * causal_frac / rate + 2 * kern
         attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
+        fw = float(model.sliding_window_fraction)
+        if fw > 0:
+            # sliding-window layers: a query attends to its last w keys, computed in 128-blocks (w + one block
+            # of keys per query block), at the short-KV rate of a w-long kernel call
+            w = np.minimum(float(model.sliding_window) + blk, s_kv)
+            rate_w = hw.peak_bf16 * hw.eff.attention_efficiency * w / (w + hw.eff.attention_seq_half)
+            win = core_full * w / s
+            attn_f = (1.0 - fw) * attn_f + fw * (win / rate_w + 2 * kern)
+            attn_b = (1.0 - fw) * attn_b + fw * (2.5 * win / rate_w + 4 * kern)
         if st.cp_comm != "allgather":
             # CP ring (TE AttnFuncWithCPAndKVP2P): one attention call per ring step, and the partial
             # results are merged: forward reads each step's BF16 output (+ LSE) and rescales the BF16
