@@ -477,5 +477,20 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
     return out
 
 
-__all__ = ["ENGINES", "Scenario", "build_scenario", "build_sweep", "compare", "cross_validate", "design_cost_power", "device_price_usd", "estimate", "list_models", "load_scenario", "performance", "plan", "plan_request", "report", "report_html", "results", "simulate", "sweep", "validate", "validate_by",
+
+def cluster(system: str, domains: int = 1, *, fabric: str | None = None, topology: str = "rail",
+            oversubscription: float = 1.0, tiers: int | str = "auto", domain_size: int | None = None,
+            catalog=None, catalog_paths=()) -> dict[str, Any]:
+    """A cluster design: ``clustertwin cluster --json``'s summary and ``clustertwin bom --json``'s bill
+    of materials (``{"summary": ..., "bom": ...}``), with the cluster model's checks."""
+    from .cluster import bill_of_materials, build_cluster
+
+    c = build_cluster(system, domains, fabric, topology=topology, oversubscription=oversubscription, tiers=tiers,
+                      domain_size=domain_size, catalog=_catalog(catalog, catalog_paths))
+    return {"summary": c.summary(), "bom": bill_of_materials(c).to_dict()}
+
+
+__all__ = ["ENGINES", "Scenario", "build_scenario", "build_sweep", "cluster", "compare", "cross_validate",
+           "design_cost_power", "device_price_usd", "estimate", "list_models", "load_scenario", "performance", "plan",
+           "plan_request", "report", "report_html", "results", "simulate", "sweep", "validate", "validate_by",
            "validate_cross"]

@@ -29,7 +29,7 @@ def same(text: str) -> str:
     return " ".join(text.split())
 
 
-@pytest.mark.parametrize("path", ["/", "/plan", "/compare", "/sweep", "/results"])
+@pytest.mark.parametrize("path", ["/", "/cluster", "/plan", "/compare", "/sweep", "/results"])
 def test_pages_load(client, path):
     r = client.get(path)
     assert r.status_code == 200 and "<header><b>ClusterTwin</b>" in r.text
@@ -185,3 +185,14 @@ def test_report_job_downloads_a_full_report(client):
     html = client.get(meta["download"])
     assert html.status_code == 200 and html.text.count('class="ct-chart"') >= 10
     assert client.get("/api/jobs/nope").status_code == 400
+
+
+def test_cluster_picture_and_bom_with_cli_errors(client, capsys):
+    r = client.post("/api/cluster", json={"system": "gb200-nvl72", "domains": 8, "topology": "fat-tree"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["result"]["summary"]["devices"] == 576 and 'data-chart="topology"' in doc["html"]
+    assert "Bill of materials" in doc["html"]
+    expected = cli_error(capsys, "cluster", "hgx-h100", "--domains", "4", "--topology", "ring")
+    r = client.post("/api/cluster", json={"system": "hgx-h100", "domains": 4, "topology": "ring"})
+    assert r.status_code == 400 and same(r.json()["text"]) == expected

@@ -4,7 +4,7 @@ dir (CLUSTERTWIN_SCREENSHOTS to keep them)."""
 
 from __future__ import annotations
 
-PAGES = {"/": "Estimate one training step", "/plan": "Best parallel layouts", "/compare": "Compare cluster designs",
+PAGES = {"/": "Estimate one training step", "/cluster": "Cluster design", "/plan": "Best parallel layouts", "/compare": "Compare cluster designs",
          "/sweep": "Design-space sweep", "/results": "Results database"}
 
 
@@ -14,6 +14,16 @@ def test_each_page_loads(server, page, screenshot_dir):
         assert resp.status == 200
         assert page.locator("h1").inner_text() == title
         page.screenshot(path=str(screenshot_dir / f"ui{path.replace('/', '-') or '-home'}.png"), full_page=True)
+
+
+def test_cluster_picture(server, page, screenshot_dir):
+    page.goto(server["url"] + "/cluster")
+    page.select_option("#f-system", "gb200-nvl72")
+    page.fill("#f-domains", "8")
+    page.click("#run")
+    page.locator('#out svg[data-chart="topology"]').wait_for(timeout=30000)
+    assert page.locator('#out svg[data-chart="topology"] .ct-mark').count() >= 3
+    page.screenshot(path=str(screenshot_dir / "ui-cluster-result.png"), full_page=True)
 
 
 def test_plan_shows_the_plot(server, page, screenshot_dir):

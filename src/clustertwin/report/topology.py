@@ -22,8 +22,8 @@ def topology_svg(summary: dict[str, Any]) -> str:
     rows = list(reversed(list(zip(tier_names, per_tier, strict=False))))  # top row = highest tier
     dsize_ = int(summary["domain_size"])
     shown_ = min(int(summary["domains"]), 6)
-    bw_ = min(104, (W - 40) / max(shown_, 1) - 12)
-    gpu_rows = -(-min(dsize_, max(1, int((bw_ - 12) // 9)) * 7) // max(1, min(dsize_, int((bw_ - 12) // 9))))
+    bw_ = min(104, (W - 200) / max(shown_, 1) - 10)
+    gpu_rows = -(-min(dsize_, max(1, int((bw_ - 12) // 8)) * 7) // max(1, min(dsize_, int((bw_ - 12) // 8))))
     box_h = 24 + 9 * gpu_rows + 6
     height = int(50 + 80 * len(rows) + box_h + 50)
     title = (f"{summary['domains']:,} × {summary['system']} ({summary['devices']:,} {summary['accelerator']}) on "
@@ -37,9 +37,10 @@ def topology_svg(summary: dict[str, Any]) -> str:
     port = so.get("port_gbps")
     for ri, (name, count) in enumerate(rows):
         shown = min(count, 8)
-        xs = _spread(shown, 90, W - 90)
+        xs = _spread(shown, 240, W - 50)
+        sw_w = min(68.0, (xs[1] - xs[0] - 6) if len(xs) > 1 else 68.0)
         for x in xs:
-            p.append(f'<rect class="ct-mark" x="{_f(x - 34)}" y="{y}" width="68" height="26" rx="4" fill="#4e79a7">'
+            p.append(f'<rect class="ct-mark" x="{_f(x - sw_w / 2)}" y="{y}" width="{_f(sw_w)}" height="26" rx="4" fill="#4e79a7">'
                      f"<title>{_e(name)} switch ({count:,} in the tier, radix {so.get('radix')})</title></rect>"
                      f'<text x="{_f(x)}" y="{y + 17}" text-anchor="middle" fill="#fff" font-size="11">{_e(name)}</text>')
         label = f"{count:,} {name} switch{'es' if count != 1 else ''}" + (f" (showing {shown})" if shown < count else "")
@@ -52,22 +53,22 @@ def topology_svg(summary: dict[str, Any]) -> str:
             li = tiers - ri  # links between this tier and the one above
             n_links = links[li] if 0 <= li < len(links) else None
             if port:
-                p.append(f'<text x="{W - 8}" y="{y - 18}" text-anchor="end" font-size="11" fill="#555">'
+                p.append(f'<text x="{W - 8}" y="{y - 18}" text-anchor="end" font-size="11" fill="#555" paint-order="stroke" stroke="#fff" stroke-width="4">'
                          f'{_e(f"{n_links:,} links × " if n_links else "")}{port:g} Gb/s</text>')
         centres_prev = xs
         y += 80
     # domains
     n_dom = int(summary["domains"])
     shown = min(n_dom, 6)
-    xs = _spread(shown, 80, W - 80)
-    box_w = min(104, (W - 40) / max(shown, 1) - 12)
+    xs = _spread(shown, 240, W - 60) if shown > 1 else [W / 2]
+    box_w = min(104, (W - 200) / max(shown, 1) - 10)
     dsize = int(summary["domain_size"])
     if centres_prev:
         nic = so.get("nic_bw_per_device_gbps")
         for a in centres_prev:
             for b in xs:
                 p.append(f'<line x1="{_f(a)}" y1="{y - 54}" x2="{_f(b)}" y2="{y}" stroke="#f0b27a" stroke-width="1"/>')
-        p.append(f'<text x="{W - 8}" y="{y - 18}" text-anchor="end" font-size="11" fill="#555">'
+        p.append(f'<text x="{W - 8}" y="{y - 18}" text-anchor="end" font-size="11" fill="#555" paint-order="stroke" stroke="#fff" stroke-width="4">'
                  f'{summary.get("nics", 0):,} NICs, {nic:g} Gb/s per GPU' + (f", {so.get('planes')} planes" if (so.get("planes") or 1) > 1 else "")
                  + (f", {so.get('rails')} rails" if so.get("kind") == "rail" else "") + "</text>")
     for x in xs:
@@ -76,12 +77,13 @@ def topology_svg(summary: dict[str, Any]) -> str:
                  f'{up["bw_per_device_gbps"]:g} Gb/s per GPU</title></rect>')
         p.append(f'<rect x="{_f(x - box_w / 2 + 6)}" y="{y + 6}" width="{_f(box_w - 12)}" height="12" rx="2" fill="#b07aa1"/>'
                  f'<text x="{_f(x)}" y="{y + 15}" text-anchor="middle" fill="#fff" font-size="9">{_e(up["tech"])}</text>')
-        cols = max(1, min(dsize, int((box_w - 12) // 9)))
+        cols = max(1, min(dsize, int((box_w - 12) // 8)))
         for g in range(min(dsize, cols * 7)):
-            gx = x - box_w / 2 + 6 + (g % cols) * 9
+            gx = x - box_w / 2 + 6 + (g % cols) * 8
             gy = y + 24 + (g // cols) * 9
-            p.append(f'<rect x="{_f(gx)}" y="{_f(gy)}" width="7" height="7" fill="#59a14f"/>')
+            p.append(f'<rect x="{_f(gx)}" y="{_f(gy)}" width="6" height="7" fill="#59a14f"/>')
     dom_label = f"{n_dom:,} scale-up domain{'s' if n_dom != 1 else ''} × {dsize} GPUs" + (f" (showing {shown})" if shown < n_dom else "")
+    p.append(f'<text x="8" y="{y + 17}" font-size="11" fill="#333">{n_dom:,} domain{"s" if n_dom != 1 else ""}</text>')
     p.append(f'<text x="8" y="{y + box_h + 18}" font-size="11" fill="#333">{_e(dom_label)}; {summary["hosts"]:,} hosts; '
              f'{_e(up["tech"])} {up["bw_per_device_gbps"]:g} Gb/s per GPU, {up["switches_per_domain"]} switch chip(s) per domain</text>')
     if so:

@@ -87,6 +87,15 @@ class CompareIn(_In):
     mfu: float | None = None
 
 
+class ClusterIn(_In):
+    system: str
+    domains: int = 1
+    fabric: str | None = None
+    topology: str = "rail"
+    oversubscription: float = 1.0
+    tiers: str = "auto"
+
+
 class SweepIn(_In):
     spec: str
 
@@ -141,6 +150,12 @@ def _estimate_html(r: Any, sc: Any) -> str:
                          x_label="parallel layout", y_label="memory per GPU (GB)", ref=(hbm, f"HBM capacity {hbm:.1f} GB")),
            "</div>"]
     return "".join(out)
+
+
+def _cluster_html(doc: dict[str, Any]) -> str:
+    from ..report.html import _cluster
+
+    return f'<div class="card">{_cluster({"cluster": {"summary": doc["summary"], "bom": doc["bom"], "power": {}, "cost": {}}})}</div>'
 
 
 def _plan_html(doc: dict[str, Any]) -> str:
@@ -293,6 +308,10 @@ def create_app(*, db: str | Path = "clustertwin-results.db", max_body: int = MAX
     def home() -> str:
         return pages.estimate_page(lists)
 
+    @app.get("/cluster", response_class=HTMLResponse)
+    def cluster_page() -> str:
+        return pages.cluster_page(lists)
+
     @app.get("/plan", response_class=HTMLResponse)
     def plan_page() -> str:
         return pages.plan_page(lists)
@@ -373,6 +392,18 @@ def create_app(*, db: str | Path = "clustertwin-results.db", max_body: int = MAX
                                                         "global_batch", "seq_len", "recompute", "dtype")
                        if hasattr(sc.plan, k)})
         return {"name": name, "fields": _jsonable(fields)}
+
+    @app.post("/api/cluster")
+    def cluster(body: ClusterIn) -> dict[str, Any]:
+        tiers: int | str = body.tiers
+        if body.tiers != "auto":
+            try:
+                tiers = int(body.tiers)
+            except ValueError:
+                raise InputError(f"--tiers must be 1, 2, 3 or auto, got {body.tiers!r}") from None
+        doc = _jsonable(api.cluster(body.system, body.domains, fabric=body.fabric or None, topology=body.topology,
+                                    oversubscription=body.oversubscription, tiers=tiers))
+        return {"result": doc, "html": _cluster_html(doc)}
 
     @app.post("/api/plan")
     def plan(body: PlanIn) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-NAV = (("/", "Estimate"), ("/plan", "Plan"), ("/compare", "Compare"), ("/sweep", "Sweep"), ("/results", "Results"))
+NAV = (("/", "Estimate"), ("/cluster", "Cluster"), ("/plan", "Plan"), ("/compare", "Compare"), ("/sweep", "Sweep"), ("/results", "Results"))
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;background:#f6f7f9}
@@ -31,7 +31,8 @@ th{background:#f3f5f8}td.num,th.num{text-align:right;font-variant-numeric:tabula
 .kpis{display:flex;flex-wrap:wrap;gap:10px;margin:6px 0}
 .kpi{border:1px solid #e3e3e3;border-radius:6px;padding:6px 12px;min-width:110px;background:#fcfcfd}
 .kpi b{display:block;font-size:17px}.kpi span{font-size:11.5px;color:#666}
-.note{color:#555;font-size:12.5px}
+.note{color:#555;font-size:12.5px}figure{margin:8px 0}figcaption{font-size:12px;color:#555}
+h2{font-size:17px}h3{font-size:14px}
 """
 
 # One shared script: post a form as JSON, show the error the server gives (the CLI's message), render
@@ -174,6 +175,18 @@ $('#upload').onchange = async (ev) => {
     return layout("Estimate one training step", "/", body, script)
 
 
+def cluster_page(cat: dict[str, list[str]]) -> str:
+    body = ('<form id="form" onsubmit="return false"><fieldset>'
+            + field("system", "system", value="hgx-h100", options=cat["systems"])
+            + field("domains", "scale-up domains", kind="int", value=16)
+            + field("fabric", "scale-out fabric", value="", options=[""] + cat["fabrics"])
+            + field("topology", "topology", value="rail", options=["rail", "fat-tree", "dual-plane"])
+            + field("oversubscription", "oversubscription", kind="float", value=1)
+            + field("tiers", "tiers", value="auto", options=["auto", "1", "2", "3"])
+            + '</fieldset><div class="buttons"><button id="run">Show the cluster</button></div></form>')
+    return layout("Cluster design", "/cluster", body, "$('#run').onclick = () => run($('#form'), '/api/cluster');")
+
+
 def plan_page(cat: dict[str, list[str]]) -> str:
     body = (f'<form id="form" onsubmit="return false">{design_fields(cat, gpus=1024, with_plan=False)}'
             '<fieldset style="margin-top:8px">'
@@ -238,4 +251,4 @@ def result_page(meta: dict[str, Any], html: str) -> str:
     return layout(f"{meta.get('name')} ({meta['id']})", "/results", links + html)
 
 
-__all__ = ["compare_page", "estimate_page", "layout", "plan_page", "result_page", "results_page", "sweep_page"]
+__all__ = ["cluster_page", "compare_page", "estimate_page", "layout", "plan_page", "result_page", "results_page", "sweep_page"]
