@@ -196,3 +196,13 @@ def test_cluster_picture_and_bom_with_cli_errors(client, capsys):
     expected = cli_error(capsys, "cluster", "hgx-h100", "--domains", "4", "--topology", "ring")
     r = client.post("/api/cluster", json={"system": "hgx-h100", "domains": 4, "topology": "ring"})
     assert r.status_code == 400 and same(r.json()["text"]) == expected
+
+
+def test_stored_plan_page_and_report(client):
+    r = client.post("/api/plan", json={"model": "llama3-8b", "system": "hgx-h100", "gpus": 16, "top": 2})
+    pid = r.json()["result"]["stored"]["id"]
+    page = client.get(f"/results/{pid}")
+    assert page.status_code == 200 and 'data-chart="plans"' in page.text and "#1 TP" in page.text
+    assert client.get(f"/results/{pid[:1]}").status_code in (200, 404)  # a short prefix: a page or not found
+    rep = client.get(f"/api/results/{pid}/report")
+    assert rep.status_code == 200 and "Top layouts" in rep.text

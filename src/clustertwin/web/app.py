@@ -163,7 +163,8 @@ def _plan_html(doc: dict[str, Any]) -> str:
     from ..report.collect import layout_label
     from ..report.html import _plan
 
-    plans = doc["plans"]
+    plans = [{**p, "rank": p.get("rank") or i + 1} for i, p in enumerate(doc["plans"]) if p.get("tokens_per_s")]
+    doc = {**doc, "plans": plans}
     chart = svg.bar_chart("plans", "Throughput of the top layouts", [f"#{p['rank']} {layout_label(p)}" for p in plans],
                           [("tokens/s", [p["tokens_per_s"] for p in plans])], x_label="layout",
                           y_label="throughput (tokens/s)")
