@@ -178,15 +178,16 @@ def estimate(scenario: Scenario | str | Path | None = None, *, engine: str = "an
     return simulate(scenario, engine=engine)
 
 
-def validate(path: str | Path, *, engine: str = "analytical", catalog=None, catalog_paths=()):
-    """Predict every row of a validation CSV; returns a ``ValidationReport``."""
+def validate(path: str | Path, *, engine: str = "analytical", catalog=None, catalog_paths=(), progress=None):
+    """Predict every row of a validation CSV; returns a ``ValidationReport`` (``progress(done, total)``
+    after each row)."""
     from .validate import validate_file
 
     if engine not in ENGINES:
         raise InputError(f"unknown engine {engine!r}", hint="use analytical or event")
     if engine == "event":
         _event_engine()
-    return validate_file(path, catalog=_catalog(catalog, catalog_paths), engine=engine)
+    return validate_file(path, catalog=_catalog(catalog, catalog_paths), engine=engine, progress=progress)
 
 
 def validate_by(path: str | Path, columns: list[str], *, report=None, engine: str = "analytical", catalog=None,

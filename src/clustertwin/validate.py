@@ -416,13 +416,29 @@ def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     return header, rows
 
 
-def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical") -> ValidationReport:
+class _Progress(list):
+    """The rows, reporting ``progress(done, total)`` as a validator walks them (for a progress bar)."""
+
+    def __init__(self, rows, progress):
+        super().__init__(rows)
+        self._progress = progress
+
+    def __iter__(self):
+        n = len(self)
+        for i, row in enumerate(list.__iter__(self)):
+            yield row
+            self._progress(i + 1, n)
+
+
+def validate_file(path: str | Path, *, catalog=None, engine: str = "analytical", progress=None) -> ValidationReport:
     """Predict every row of a validation CSV; the format is recognised by its target column
-    (``VALIDATORS``: first match in order)."""
+    (``VALIDATORS``: first match in order). ``progress(done, total)`` is called after each row."""
     from .catalog import load_catalog
 
     catalog = catalog or load_catalog()
     header, rows = _read_csv(path)
+    if progress is not None:
+        rows = _Progress(rows, progress)
     for column, fn in VALIDATORS:
         if column in header:
             return fn(rows, catalog, engine)

@@ -70,3 +70,12 @@ def test_json_wins_over_format(capsys, fmt):
 
     code, out, _ = run(capsys, "--format", fmt, "stacks", "--json")
     assert code == 0 and json.loads(out)["default"]
+
+
+def test_validate_reports_progress_per_row():
+    from clustertwin import api
+
+    seen: list[tuple[int, int]] = []
+    rep = api.validate("training", progress=lambda d, n: seen.append((d, n)))
+    n = len(rep.rows)
+    assert seen[-1] == (n, n) and [d for d, _ in seen] == list(range(1, n + 1))

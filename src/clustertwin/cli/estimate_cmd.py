@@ -210,7 +210,10 @@ def validate_cmd(
     from .. import api
 
     cat = catalog_from(catalog)
-    rep = api.validate(file, engine=engine, catalog=cat)
+    from .render import progress_bar
+
+    with progress_bar(f"validate {file.name}", unit="rows", enabled=not json_) as bar:
+        rep = api.validate(file, engine=engine, catalog=cat, progress=bar)
     cols = [c.strip() for c in by.split(",") if c.strip()] if by else []
     table = api.validate_by(file, cols, report=rep) if cols else None
     # two columns: also the two-way table (first column's values as rows, second's as columns)

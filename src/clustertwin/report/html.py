@@ -121,7 +121,7 @@ figure{margin:10px 0}figcaption{font-size:12px;color:#555;margin-top:2px}
 .kpi b{display:block;font-size:18px}.kpi span{font-size:11.5px;color:#666}
 .note{color:#555;font-size:12.5px}.skipped{color:#8a5a00;font-size:12.5px}
 .scroll{max-height:420px;overflow:auto}.scroll td:last-child{max-width:420px;font-size:11.5px;overflow-wrap:anywhere}
-.err-pos{color:#b03030}.err-neg{color:#2f6fb0}
+.why{font-size:14px}.err-pos{color:#b03030}.err-neg{color:#2f6fb0}
 """
 
 
@@ -296,7 +296,7 @@ def _plan(data: dict[str, Any]) -> str | None:
                           "memory (GB/GPU)", "bottleneck"], rows, numeric=(0, 3, 4, 5, 6)))
         ru = pl.get("runner_up")
         if ru:
-            out.append(f'<p><b>Why the runner-up lost:</b> {_e(ru.get("text") if isinstance(ru, dict) else ru)}</p>')
+            out.append(f'<p class="why"><b>Why the runner-up lost:</b> {_e(ru.get("text") if isinstance(ru, dict) else ru)}</p>')
         stats = pl.get("stats")
         if stats:
             out.append(f'<p class="note">searched {stats["candidates"]:,} layouts; {stats["fit_memory"]:,} fit in '
@@ -312,8 +312,10 @@ def _plan(data: dict[str, Any]) -> str | None:
                 if pts:
                     series.append((f"{sys_id} · {f}", [p[0] for p in pts], [p[1] for p in pts]))
         if series:
+            gpus = [x for _, xs, _ in series for x in xs]
+            log = max(gpus) >= 8 * min(gpus)
             out.append(figure(svg.line_chart("scaling", "MFU vs GPUs (best layout per size)", series,
-                                             x_label="GPUs (log scale)", y_label="MFU (%)", log_x=True),
+                                             x_label="GPUs (log scale)" if log else "GPUs", y_label="MFU (%)", log_x=log),
                               "Best plan per design at a fixed global batch; MFU falls where the per-GPU batch "
                               "gets too small to hide communication and the pipeline bubble."))
         pts_c = [{"x": r["cost_usd"] / 1e6, "y": r["tokens_per_s"], "front": r.get("pareto"),
