@@ -135,7 +135,8 @@ def fit(rows, catalog) -> tuple[dict[str, float], float]:
         if e < err_h:
             best_h, err_h = h, e
     for eng, rs in by_engine.items():
-        if not rs:
+        if not rs:  # no rows to fit on (e.g. its only source held out): the generic engine's prior
+            over[eng] = float(engines._table()["engines"]["generic"]["step_overhead_ms"])
             continue
         best, err = over[eng], math.inf
         for ms in OVERHEAD_GRID_MS:
@@ -158,6 +159,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--loso", action="store_true")
+    ap.add_argument("--group", default="", help="--loso: hold out only source groups containing this text")
     args = ap.parse_args()
     if not (args.fit or args.loso):
         speed()
@@ -181,7 +183,7 @@ def main() -> None:
         base = {e: dict(v) for e, v in engines._table()["engines"].items()}
         base_chips = {c: dict(v) for c, v in (engines._table().get("chips") or {}).items()}
         held = []
-        for group in sorted({r["source_group"] for r in rows}):
+        for group in sorted({r["source_group"] for r in rows if args.group in r["source_group"]}):
             train = [r for r in rows if r["source_group"] != group]
             test = [r for r in rows if r["source_group"] == group]
             over, hop = fit(train, cat)

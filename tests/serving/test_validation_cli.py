@@ -78,3 +78,20 @@ def test_serve_estimate_json_and_errors(capsys):
     assert code == 0, err
     sdoc = json.loads(out)
     assert sdoc["ttft_s"]["p99"] >= sdoc["ttft_s"]["p50"] and "meets_slo" in sdoc
+
+
+def test_serve_disaggregated_and_bad_flags(capsys):
+    code, out, err = run_cli(capsys, "serve", "estimate", "--model", "deepseek-v3", "--system", "gb200-nvl72",
+                             "--tp", "8", "--ep", "8", "--dp-attention", "--prefill-tp", "4", "--prefill-ep", "4",
+                             "--disaggregate", "16:56", "--input-len", "2000", "--output-len", "1000",
+                             "--engine", "sglang", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["prefill_gpus"] == 16 and doc["decode_gpus"] == 56 and doc["prefill_gpus_per_instance"] == 4
+    assert "scale-up" in doc["kv_transfer_fabric"]
+    assert doc["tokens_per_s_total"] == doc["tokens_per_s_per_gpu"] * 72
+    for bad in (["--max-batch", "-3"], ["--disaggregate", "16-56"], ["--ttft-slo", "fast"], ["--engine", "trtlm"]):
+        code, out, err = run_cli(capsys, "serve", "estimate", "--model", "llama2-70b", "--system", "hgx-h100",
+                                 "--tp", "2", "--qps", "1", *bad)
+        assert code == 2, (bad, err)
+        assert out == "" and "error" in err

@@ -46,6 +46,8 @@ def estimate_cmd(
     qps: Annotated[float, typer.Option("--qps", help="Server scenario: Poisson arrivals at this rate (req/s, all GPUs).")] = 0.0,
     offline: Annotated[bool, typer.Option("--offline", help="Offline scenario: all requests at t = 0 (default without --qps).")] = False,
     disaggregate: Annotated[str, typer.Option("--disaggregate", help="P:D GPUs of separate prefill and decode pools.")] = "",
+    prefill_tp: Annotated[int, typer.Option("--prefill-tp", help="With --disaggregate: prefill-instance TP (default: --tp).")] = 0,
+    prefill_ep: Annotated[int, typer.Option("--prefill-ep", help="With --disaggregate: prefill-instance EP (default: --ep).")] = 0,
     weights_dtype: WdOpt = "fp8", kv_dtype: KvOpt = "fp8", engine: EngineOpt = "generic",
     max_batch: BatchOpt = 0, max_num_tokens: TokOpt = 0, spec_tokens: SpecOpt = 0, acceptance: AccOpt = 0.0,
     prefix_hit: HitOpt = 0.0,
@@ -64,7 +66,8 @@ def estimate_cmd(
                prefix_hit_rate=prefix_hit, input_len=input_len, output_len=output_len, qps=qps,
                offline=offline or qps <= 0, requests=requests, seed=seed,
                ttft_slo_s=parse_duration(ttft_slo) if ttft_slo else 0.0,
-               tpot_slo_s=parse_duration(tpot_slo) if tpot_slo else 0.0, disaggregate=disaggregate)
+               tpot_slo_s=parse_duration(tpot_slo) if tpot_slo else 0.0, disaggregate=disaggregate,
+               prefill_tp=prefill_tp, prefill_ep=prefill_ep)
     res = estimate(req, catalog=catalog_from(catalog))
     if json_:
         emit_json(res)

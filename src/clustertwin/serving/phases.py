@@ -75,6 +75,7 @@ class Deployment:
     spec_tokens: int = 0  # draft tokens verified per step (MTP depth / EAGLE length)
     acceptance: float = 0.0  # per-draft-token acceptance probability
     prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
+    chunked_prefill: bool = True  # False: a prompt is prefilled whole in one pass
 
     @property
     def gpus(self) -> int:

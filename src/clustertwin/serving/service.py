@@ -38,6 +38,8 @@ class ServeRequest:
     ttft_slo_s: float = 0.0
     tpot_slo_s: float = 0.0
     disaggregate: str = ""  # "P:D" GPUs of the prefill and decode pools
+    prefill_tp: int = 0  # prefill-pool layout (0: as the decode pool)
+    prefill_ep: int = 0
     scaleout: str = ""
 
 
@@ -63,6 +65,15 @@ def resolve(req: ServeRequest, catalog=None):
                      weights_dtype=req.weights_dtype, kv_dtype=req.kv_dtype, max_batch=req.max_batch,
                      max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
                      prefix_hit_rate=req.prefix_hit_rate)
+    for name in ("max_batch", "max_num_tokens", "spec_tokens", "gpus", "prefill_tp", "prefill_ep"):
+        if getattr(req, name) < 0:
+            raise InputError(f"--{name.replace('_', '-')} must not be negative, got {getattr(req, name)}",
+                             hint="pass 0 for the default or a positive number")
+    if req.spec_tokens > 8:
+        raise InputError(f"--spec-tokens {req.spec_tokens} is more than 8 draft tokens per step",
+                         hint="speculative decoding / MTP verifies 1-8 draft tokens per step")
+    if req.qps < 0:
+        raise InputError(f"--qps must not be negative, got {req.qps}", hint="omit --qps (or pass --offline) for the offline scenario")
     if not 0.0 <= req.acceptance <= 1.0:
         raise InputError(f"acceptance must be in [0, 1], got {req.acceptance}", hint="pass --acceptance 0.7")
     if not 0.0 <= req.prefix_hit_rate < 1.0:
@@ -81,13 +92,18 @@ def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
         raise InputError(f"--gpus {gpus} is not a multiple of the {dep.gpus} GPUs of one instance",
                          hint="pass a multiple of max(tp, ep) * pp")
     if req.disaggregate:
+        from dataclasses import replace as _replace
+
         from .disagg import evaluate
 
         p, d = parse_pd(req.disaggregate)
-        pre = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
-        dec = pre
+        pdep = _replace(dep, tp=req.prefill_tp or dep.tp, ep=(req.prefill_ep or dep.ep) if model.is_moe else 1,
+                        spec_tokens=0)
+        pre = build_instance(model, system, scaleout, pdep, engine, catalog=catalog)
+        dec = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
         res = evaluate(pre, dec, wl, p, d, same_domain=p + d <= system.devices_per_domain)
-        out = {"mode": "disaggregated", "model": model.id, "system": system.id, "gpus": p + d, **res.to_dict()}
+        out = {"mode": "disaggregated", "model": model.id, "system": system.id, "gpus": p + d,
+               "prefill_gpus_per_instance": pre.gpus, "decode_gpus_per_instance": dec.gpus, **res.to_dict()}
         return out
     inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
     replicas = gpus // inst.gpus

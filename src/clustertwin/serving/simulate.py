@@ -95,6 +95,7 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
     now = 0.0
     steps = 0
     batch_acc = 0.0
+    chunked = inst.dep.chunked_prefill
     while (nxt < n or running) and steps < max_steps:
         # admit
         while nxt < n and arrive[nxt] <= now and len(running) < max_batch and kv_used + reserve[nxt] <= cap_tokens:
@@ -123,6 +124,10 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
             need = pre_left[chunk_idx]
             cum = np.cumsum(need)
             chunks = np.clip(room - (cum - need), 0.0, need)
+            if not chunked:  # whole prompts only (the first one alone if it exceeds the budget)
+                whole = cum <= room
+                whole[0] = True
+                chunks = np.where(whole, need, 0.0)
             done_before = comp[chunk_idx] - need + inp[chunk_idx] * hit
             pairs = float(np.sum(chunks * done_before + 0.5 * chunks * chunks))
             tokens += float(chunks.sum())

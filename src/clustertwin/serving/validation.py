@@ -132,6 +132,7 @@ def row_inputs(row: dict, catalog):
     m = re.search(r"max_num_tokens\s*=\s*(\d+)", basis)
     if m:
         max_tokens = int(m.group(1))
+    chunked = not re.search(r"chunked_(?:context|prefill)\s*=\s*false", basis)
     hit = _lead_num(row.get("kv_cache_hit_rate")) or 0.0
     spec_txt = (row.get("speculative_decoding") or "").strip().lower()
     spec, accept = 0, 0.0
@@ -145,7 +146,7 @@ def row_inputs(row: dict, catalog):
             assumed.append(f"speculative acceptance not stated: {DEFAULT_ACCEPTANCE} (DeepSeek-V3 report Sec. 5.4.3)")
     dep = Deployment(tp=tp, ep=ep, pp=pp, dp_attention=dp_attn, weights_dtype=wdt, kv_dtype=kvdt,
                      max_batch=max_batch, max_num_tokens=max_tokens, spec_tokens=spec, acceptance=accept,
-                     prefix_hit_rate=hit)
+                     prefix_hit_rate=hit, chunked_prefill=chunked)
     ref = (row.get("model_ref") or "").strip()
     inp = _lead_num(row.get("input_len"))
     cv = 0.0
