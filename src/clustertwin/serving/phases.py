@@ -1,8 +1,11 @@
 """Forward-pass (serving) costs from the training op model: one engine iteration of prefill and decode tokens.
 
 The GEMMs, element-wise kernels and collectives are timed with the same primitives as a training step
-(``clustertwin.sim.costs``: ``gemm_time`` with tile/wave quantisation, ``mem_time``, the single
-``collective_time`` call site), forward only. A decode step is therefore HBM-bound at small batch (each
+(``sim.kernels.gemm_time`` with tile/wave quantisation, ``sim.kernels.mem_time``, the single
+``sim.comm.collective_time`` call site, ``sim.machine.make_hardware`` with the per-chip efficiency data),
+forward only. The training components (``sim/components``) are shaped around one micro-batch's forward
+and backward (``Stage``); serving needs the forward of a pass that mixes decode and prefill tokens, with
+KV reads, active-expert counts and DP-attention, so it composes the same primitives here. A decode step is therefore HBM-bound at small batch (each
 GEMM reads its weights once per step: ``gemm_time`` takes max(compute, bytes)) and turns compute-bound as
 the batch grows; prefill is compute-bound. What serving adds (docs/serving.md):
 
@@ -29,16 +32,9 @@ import numpy as np
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
 from ..placement import ranks_per_domain
-from ..sim.costs import (
-    ALL_REDUCE,
-    ALL_TO_ALL,
-    Hardware,
-    collective_time,
-    gemm_time,
-    make_hardware,
-    mamf_for,
-    mem_time,
-)
+from ..sim.comm import ALL_REDUCE, ALL_TO_ALL, collective_time
+from ..sim.kernels import gemm_time, mem_time
+from ..sim.machine import Hardware, make_hardware, mamf_for
 from ..workload.model import ModelSpec
 from .engines import EnginePreset, serving_chip_constants
 
