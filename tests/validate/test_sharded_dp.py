@@ -76,3 +76,25 @@ def test_fsdp_frameworks_mape_guard(rows):
     assert len(errs) == 22
     assert sum(errs.values()) / len(errs) <= 11.0
     assert max(errs["mlm-sc21-t2-1"], errs["mlm-sc21-t2-4"]) <= 10.0
+
+
+def test_memory_csv_is_validated_with_the_same_contract(validation_dir):
+    from clustertwin.validate import validate_file
+
+    rep = validate_file(validation_dir / "memory.csv")
+    assert rep.kind == "memory" and not rep.failures
+    d = rep.to_dict()
+    assert {"id", "measured", "predicted", "error_pct"} <= set(d["rows"][0])
+    assert rep.mape_pct <= 26.0  # regression guard (issue #13 target 10 %)
+
+
+def test_fsdp2_with_pipeline_keeps_stage_parameters_unsharded(validation_dir):
+    with open(validation_dir / "memory.csv", newline="", encoding="utf-8") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["id"] == "mem-tt-h100-2412-t5-1")  # tp8 pp8 dp8, FSDP2
+    from clustertwin.validate import predict_memory_row
+
+    cat = load_catalog()
+    tt = predict_memory_row(row, cat)
+    mc = predict_memory_row(dict(row, framework="megatron-core"), cat)
+    # 405B / (pp 8 x tp 8) = 6.3 B parameters per rank held unsharded in BF16 + FP32 accumulated gradients
+    assert tt - mc > 30.0

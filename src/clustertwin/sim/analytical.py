@@ -265,7 +265,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
                          pp=a["pp"], dp=a["dp"], cp=a["cp"], ep=a["ep"], etp=a["etp"], vpp=a["vpp"],
                          zero=a["zero"], sp=a["sp"], recompute_code=a["recompute"], flash=flash_attention,
                          runtime_overhead_bytes=hw.eff.runtime_overhead_bytes, grad_bytes=float(grad_reduce_bytes),
-                         fp8=dtype in ("fp8", "mxfp8", "nvfp4"), microbatch_group=a["mb_group"])
+                         fp8=dtype in ("fp8", "mxfp8", "nvfp4"), microbatch_group=a["mb_group"], stack=o.stack)
     for k in MEMORY:
         out[f"memory_{k}_gb"] = np.broadcast_to(mem[k], step.shape) / 1e9
     out["memory_gb_per_gpu"] = np.broadcast_to(mem["total"], step.shape) / 1e9

@@ -151,7 +151,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
 
 def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
                    vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0,
-                   grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None):
+                   grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None, stack=None):
     """Memory of the most-loaded GPU by component (bytes, arrays).
 
     ``grad_bytes``: the gradient buffer's element size (Megatron keeps main grads in FP32 unless
@@ -159,6 +159,15 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     the interleaved schedule (Megatron ``microbatch_group_size_per_vp_stage``; 0 / None = p).
     Components are those of the binding stage: the first (most activations in flight) or the last
     (fewer in flight, plus the logits), whichever needs more.
+
+    ``stack`` (a SoftwareStack preset; None = Megatron-Core) adds the framework-dependent pieces:
+    torchtitan's selective AC stores half of the layers' activations (``selective_recompute`` =
+    half-forward: every 2nd block checkpointed, or every 2nd matmul output not saved); FSDP2 with
+    pipeline parallelism keeps each stage's parameters unsharded from forward to backward and
+    accumulates unsharded gradients across micro-batches (torchtitan: reshard_after_forward = not PP);
+    ``loss_bytes_per_logit`` is what the loss holds per logit element at its peak (Megatron's fused
+    vocab-parallel cross-entropy 4 B FP32; an unfused PyTorch loss keeps the BF16 logits, their FP32 copy
+    and the FP32 gradient: 2 + 4 + 4 B).
     """
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
@@ -179,14 +188,24 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
     layer_params = params / np.maximum(1.0, model.num_layers / pp_f)
     weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
+    if stack is not None and stack.fsdp_impl == "fsdp2":
+        held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
+        weights = weights + np.where(held, WEIGHT_BYTES * params, 0.0)
+        grads = grads + np.where(held, grad_bytes * params, 0.0)
 
     stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
+    if stack is not None and stack.selective_recompute == "half-forward":
+        rc_arr = np.asarray(recompute_code)
+        none_, _ = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 0, flash, fp8)
+        full_, _ = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 2, flash, fp8)
+        stored = np.where(rc_arr == 1, 0.5 * (none_ + full_), stored)
     first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group)
     extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)
     acts_first = stored * first + extra
     acts_last = stored * last + extra
     # logits (FP32) on the last stage: 4 s b V / (t cp)
-    logits = 4.0 * np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float) * model.vocab_size / tp_f
+    loss_b = float(getattr(stack, "loss_bytes_per_logit", 4.0)) if stack is not None else 4.0
+    logits = loss_b * np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float) * model.vocab_size / tp_f
     first_binds = acts_first >= acts_last + logits
     acts = np.where(first_binds, acts_first, acts_last)
     logits = np.where(first_binds, 0.0, logits)

@@ -51,6 +51,9 @@ class SoftwareStack:
     # what `recompute = selective` recomputes: "attention-core" (Megatron, Korthikanti et al.) or
     # "half-forward" (torchtitan selective AC: every 2nd layer, or every 2nd matmul of each layer)
     selective_recompute: str = "attention-core"
+    # bytes the loss holds per logit element at its peak: Megatron's fused vocab-parallel cross-entropy
+    # keeps FP32 logits (4); an unfused PyTorch loss the BF16 logits + FP32 copy + FP32 gradient (10)
+    loss_bytes_per_logit: float = 4.0
     frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
 
     def engine_options(self) -> dict[str, Any]:
@@ -165,7 +168,7 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
         recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp2", fsdp_prefetch=1,
         # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
         # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
-        selective_recompute="half-forward",
+        selective_recompute="half-forward", loss_bytes_per_logit=10.0,
     ),
 )}
 

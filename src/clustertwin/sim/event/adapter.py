@@ -187,6 +187,14 @@ def _dense_variant(model: Any) -> Any:
     return model.with_(num_experts=0, moe_topk=0, moe_ffn_hidden_size=0, num_shared_experts=0, num_dense_layers=0)
 
 
+def _stack_of(plan, hw):
+    if not getattr(plan, "stack", None):
+        return None
+    from ...workload.stacks import resolve_stack
+
+    return resolve_stack(plan.stack, getattr(hw, "catalog", None))
+
+
 def _meta(model, plan, hw) -> StepMeta:
     from ...workload.flops import hardware_flops_per_step, model_flops_per_step
     from ...workload.memory import memory_per_gpu
@@ -198,7 +206,7 @@ def _meta(model, plan, hw) -> StepMeta:
         tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, etp=plan.etp, vpp=plan.vpp,
         zero=plan.zero_effective, sp=plan.sequence_parallel, recompute_code=plan.recompute_code,
         flash=plan.flash_attention, runtime_overhead_bytes=hw.eff.runtime_overhead_bytes,
-        microbatch_group=getattr(plan, "microbatch_group", 0),
+        microbatch_group=getattr(plan, "microbatch_group", 0), stack=_stack_of(plan, hw),
     )
     return StepMeta(
         tokens_per_step=float(plan.global_batch * plan.seq_len), num_gpus=int(plan.num_gpus),
