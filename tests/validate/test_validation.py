@@ -175,3 +175,14 @@ def test_llama3_rows_reduce_gradients_in_fp32_and_fit(validation_dir):
         system, fabric = hardware_from_row(r, cat)
         res = estimate(model_from_row(r), system, fabric, plan, catalog=cat, check=False)
         assert res.fits_memory, (r["id"], res.memory_gb_per_gpu)  # ran at 8K without checkpointing
+
+
+def test_every_shipped_scenario_pins_its_stack():
+    """A scenario that reproduces a paper must run that paper's software (issue #19): no implicit default."""
+    from pathlib import Path
+
+    from clustertwin.userfiles import read_yaml
+
+    root = Path(__file__).resolve().parents[2]
+    for f in sorted((root / "scenarios").glob("*.yaml")):
+        assert read_yaml(f, "scenario")["plan"].get("stack"), f
