@@ -248,10 +248,14 @@ def report_html(scenario: Scenario | str | Path | None = None, **kw: Any) -> str
     return render_html(report(scenario, **kw))
 
 
-def list_models() -> list[str]:
-    from .workload.model import builtin_models
+def list_models(model_files: tuple[str, ...] = ()) -> list[str]:
+    """Ids of the zoo models and of the models in ``model_files`` (YAML, docs/models.md)."""
+    from .workload.model import builtin_models, load_models
 
-    return sorted(builtin_models())
+    ids = set(builtin_models())
+    for f in model_files:
+        ids |= set(load_models(f))
+    return sorted(ids)
 
 
 # ----------------------------------------------------------------------------------- plan, sweep, compare, results

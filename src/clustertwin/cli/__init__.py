@@ -23,6 +23,7 @@ from . import (  # noqa: E402,F401
     collective_cmd,
     estimate_cmd,
     fabric_cmd,
+    models_cmd,
     plan_cmd,
     reliability_cmd,
     report_cmd,

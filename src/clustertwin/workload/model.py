@@ -221,12 +221,10 @@ def builtin_models() -> dict[str, ModelSpec]:
 
 
 def load_models(path: str | Path) -> dict[str, ModelSpec]:
+    from ..userfiles import read_text
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError:
-        raise InputError(f"model file {str(p)!r} cannot be read", hint="check the path") from None
-    return _parse_models_yaml(text, str(p))
+    return _parse_models_yaml(read_text(p, "model file", hint="see docs/models.md for the format"), str(p))
 
 
 def get_model(name: str, extra_files: tuple[str, ...] = ()) -> ModelSpec:
