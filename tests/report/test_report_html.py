@@ -154,3 +154,15 @@ def test_scheduling_section_renders_the_openb_curves():
     assert 0 < final["random"] <= final["bestfit"] <= 100  # best-fit packs at least as well as random (ATC'23 Fig. 7)
     html, ids = render_document({"scheduling": d, "skipped": {}})
     assert ids == ["scheduling"] and 'data-chart="sched-allocation"' in html and html.count("<polyline") == 2
+
+
+def test_custom_model_scenario_reports_what_it_can(tmp_path):
+    """A scenario whose model is defined inline (not a zoo id): the sweep and serving parts say why they
+    are left out; every other section is there."""
+    from clustertwin import api
+
+    d = api.report(str(ROOT / "scenarios" / "deepseek-v3-gb200.yaml"), html=tmp_path / "d.html", monte_carlo_runs=200)
+    assert set(d["skipped"]) == {"sweep", "serving"} and "defined in the scenario" in d["skipped"]["sweep"]
+    assert {"cluster", "step", "plan", "fabric", "reliability", "accuracy"} <= set(d["sections"])
+    text = (tmp_path / "d.html").read_text()
+    assert "Not available for this input: the design sweep runs zoo models" in text

@@ -196,7 +196,11 @@ def sweep_part(api: Any, sc: Any, factors: tuple[float, ...] = (0.5, 1, 2, 4, 8,
     from ..planner.executors import LocalExecutor
     from ..planner.store import ResultsStore
     from ..planner.sweep import best_per_design, build_sweep, run_sweep
+    from ..workload.model import builtin_models
 
+    if sc.model.id not in builtin_models():  # sweep workers resolve models by zoo id
+        raise InputError(f"the design sweep runs zoo models; the scenario's model {sc.model.id!r} is defined in the "
+                         "scenario", hint="use a zoo id (clustertwin catalog list models) for the scaling and Pareto plots")
     p = sc.plan
     n = p.num_gpus
     dpd = sc.system.devices_per_domain

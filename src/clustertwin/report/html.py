@@ -301,6 +301,8 @@ def _plan(data: dict[str, Any]) -> str | None:
         if stats:
             out.append(f'<p class="note">searched {stats["candidates"]:,} layouts; {stats["fit_memory"]:,} fit in '
                        f'{stats["memory_capacity_gb"]:.0f} GB; {stats["feasible"]:,} feasible.</p>')
+    if not sw and _skipped(data, "sweep"):
+        out.append(_skipped(data, "sweep") or "")
     if sw:
         rows = [r for r in sw["rows"] if r.get("feasible")]
         fabrics = sorted({r["fabric"] for r in rows})

@@ -24,7 +24,11 @@ def collect_serving(sc: Any, *, input_len: int = 1024, output_len: int = 256,
                     usd_per_gpu_hour: float | None = None) -> dict[str, Any]:
     """Offline serving of the scenario's model on one instance of its system, per TP degree and batch."""
     from ..serving.service import ServeRequest, estimate
+    from ..workload.model import builtin_models
 
+    if sc.model.id not in builtin_models():
+        raise InputError(f"serving needs a model from the zoo; the scenario's model {sc.model.id!r} is defined in the "
+                         "scenario", hint="clustertwin serve estimate --model ID shows a zoo model")
     dpd = sc.system.devices_per_domain
     tps = [t for t in (1, 2, 4, 8, 16, 32, 64, 72) if t <= dpd and dpd % t == 0 or t == dpd]
     pts: list[dict[str, Any]] = []
