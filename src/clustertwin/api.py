@@ -290,7 +290,7 @@ def plan_request(*, model: str | None = None, system: str | None = None, gpus: i
         if recompute not in RECOMPUTE:
             raise UnknownNameError("recompute setting", recompute, RECOMPUTE)
         fixed["recompute"] = (RECOMPUTE.index(recompute),)
-    opts = SpaceOptions(fixed=fixed, tp_across_domains=cross_domain, ep_across_domains=cross_domain,
+    opts = SpaceOptions(fixed=fixed, tp_across_domains=cross_domain, ep_across_domains=True,
                         max_vpp=max(8, vpp or 1), max_cp=max(32, cp or 1), max_pp=max(128, pp or 1),
                         micro_batches=(1, 2, 4, 8) if micro_batch is None else (micro_batch,),
                         zero_stages=(0, 1, 2, 3) if zero is None else (zero,))

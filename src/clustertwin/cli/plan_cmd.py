@@ -44,7 +44,7 @@ def plan_cmd(
     zero: _opt_int("--zero", "Fix the ZeRO stage.") = None,
     micro_batch: _opt_int("--micro-batch", "Fix the micro-batch.") = None,
     recompute: Annotated[str | None, typer.Option("--recompute", help="Fix recompute: none|selective|full.")] = None,
-    cross_domain: Annotated[bool, typer.Option("--cross-domain", help="Allow TP and EP groups to span scale-up domains.")] = False,
+    cross_domain: Annotated[bool, typer.Option("--cross-domain", help="Allow TP groups to span scale-up domains (EP groups may by default: their all-to-all is priced on the scale-out fabric).")] = False,
     all_variants: Annotated[bool, typer.Option("--all-variants", help="Show every variant, not only the best per layout.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes for the evaluation.")] = 1,
     stack: StackOpt = None,

@@ -90,7 +90,7 @@ class SpaceOptions:
     max_cp: int = 32
     max_pp: int = 128
     tp_across_domains: bool = False
-    ep_across_domains: bool = False
+    ep_across_domains: bool = True  # EP all-to-all across domains is priced on the scale-out fabric (ep_comm)
     uneven_pipeline: bool = True
     # fixed values (from --tp/--pp/... on the command line): axis -> allowed values
     fixed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)

@@ -80,7 +80,7 @@ class SearchIn(BaseModel):
     max_vpp: PositiveInt = 8
     max_cp: PositiveInt = 32
     tp_across_domains: bool = False
-    ep_across_domains: bool = False
+    ep_across_domains: bool = True
     fixed: dict[str, Any] = Field(default_factory=dict)  # e.g. {tp: [8], recompute: [none]}
 
     def to_options(self) -> SpaceOptions:
