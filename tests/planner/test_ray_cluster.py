@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clustertwin.planner.executors import LocalExecutor, RayExecutor, batch_size
+from clustertwin.planner.executors import LocalExecutor, batch_size
 from clustertwin.planner.store import ResultsStore
 from clustertwin.planner.sweep import build_sweep, run_sweep
 
@@ -87,19 +87,17 @@ def two_node_cluster(monkeypatch):
         procs.append(subprocess.Popen(
             [ray_bin, "start", f"--address={address}", "--node-ip-address=127.0.0.1", *_node_args([*rest[6:12], base + 50])],
             env=env, start_new_session=True, stdout=open(os.path.join(tmp, "node2.log"), "w"), stderr=subprocess.STDOUT))
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        try:
-            while len([n for n in ray.nodes() if n["Alive"]]) < 2:
-                if time.monotonic() > deadline or procs[1].poll() is not None:
-                    log = Path(tmp, "node2.log").read_text()[-2000:]
-                    pytest.fail(f"the second Ray node did not join: {log}")
-                time.sleep(0.5)
-        finally:
-            ray.shutdown()
+        # wait for both nodes from a fresh process (this pytest process may hold state of an earlier Ray session)
+        probe = (f"import ray, time\nray.init(address={address!r}, include_dashboard=False, log_to_driver=False, "
+                 "configure_logging=False)\nt = time.monotonic() + 60\n"
+                 "while len([n for n in ray.nodes() if n['Alive']]) < 2 and time.monotonic() < t:\n    time.sleep(0.5)\n"
+                 "print(len([n for n in ray.nodes() if n['Alive']]))\nray.shutdown()\n")
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+        if out.stdout.strip().splitlines()[-1:] != ["2"]:
+            log = Path(tmp, "node2.log").read_text()[-2000:]
+            pytest.fail(f"the second Ray node did not join: {out.stderr[-1000:]} {log}")
         yield address
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
         for p in reversed(procs):
             _stop(p)
         for p in procs:  # anything left in the groups this test started
@@ -110,14 +108,32 @@ def two_node_cluster(monkeypatch):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+_DRIVER = r"""
+import json, sys
+from clustertwin import load_catalog
+from clustertwin.planner.executors import RayExecutor
+from clustertwin.planner.store import ResultsStore
+from clustertwin.planner.sweep import build_sweep, run_sweep
+sw = build_sweep(json.loads(sys.argv[2]), load_catalog())
+out = run_sweep(sw, ResultsStore(sys.argv[3]), RayExecutor(address=sys.argv[1], batch=1))
+print(json.dumps(out.rows, sort_keys=True, default=str))
+"""
+
+
 def test_sweep_on_a_two_node_ray_cluster_equals_local(catalog, tmp_path, two_node_cluster):
+    import json
+
     spec = {"name": "two-nodes", "designs": {"system": "hgx-h100", "domains": [2, 4], "fabric": ["ib-ndr-400g", "roce-400g"]},
             "models": "llama3-8b", "global_batch": 64, "seq_len": 4096, "chunk_size": 1}
     sw = build_sweep(spec, catalog)
     local = run_sweep(sw, ResultsStore(tmp_path / "local.db"), LocalExecutor(workers=1))
-    remote = run_sweep(sw, ResultsStore(tmp_path / "ray.db"), RayExecutor(address=two_node_cluster, batch=1))
-    assert remote.rows == local.rows and len(remote.rows) == 4
-    assert all(r["feasible"] and r["tokens_per_s"] > 0 for r in remote.rows)
+    # the Ray driver in its own process: a clean Ray client state whatever ran before in this one
+    p = subprocess.run([sys.executable, "-c", _DRIVER, two_node_cluster, json.dumps(spec), str(tmp_path / "ray.db")],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    remote = json.loads(p.stdout.strip().splitlines()[-1])
+    assert remote == json.loads(json.dumps(local.rows, sort_keys=True, default=str)) and len(remote) == 4
+    assert all(r["feasible"] and r["tokens_per_s"] > 0 for r in remote)
 
 
 def test_batch_size():
