@@ -83,8 +83,8 @@ def parse_sizes(text: str) -> np.ndarray:
             factor = float(parts[2])
         except ValueError:
             raise InputError(f"size range factor {parts[2]!r} is not a number", hint="e.g. 8:8G:2") from None
-        if factor <= 1:
-            raise InputError(f"size range factor must be > 1, got {parts[2]}", hint="e.g. 8:8G:2")
+        if not (math.isfinite(factor) and factor > 1):
+            raise InputError(f"size range factor must be a finite number > 1, got {parts[2]}", hint="e.g. 8:8G:2")
     if lo > hi:
         raise InputError(f"size range {text!r} is empty: {lo} B > {hi} B", hint="put the smaller size first, e.g. 8:8G")
     from ..limits import LIMITS, check_limit
@@ -135,10 +135,12 @@ class NcclTestsLog:
 
 
 def _float(tok: str) -> float | None:
+    """The number in ``tok``, or None when it is not a finite number (such a row is not a measurement)."""
     try:
-        return float(tok)
+        v = float(tok)
     except ValueError:
         return None
+    return v if math.isfinite(v) else None
 
 
 def parse_log_text(text: str, path: str = "<log>", collective: str | None = None) -> NcclTestsLog:
