@@ -77,6 +77,11 @@ class Record:
 def _records(logs: list[NcclTestsLog], catalog, system: str | None, fabric: str | None) -> list[Record]:
     out = []
     for lg in logs:
+        if lg.n_ranks < 2:
+            raise InputError(
+                f"nccl-tests log {lg.path!r} ran on {lg.n_ranks} rank(s): a collective needs at least 2 to calibrate",
+                hint="rerun nccl-tests on 2 or more GPUs (e.g. -g 8), keeping its '# Rank' lines",
+            )
         sid = system or guess_system(lg.device, catalog)
         if not sid:
             raise InputError(
