@@ -116,7 +116,11 @@ def _from_file(path: Path, cat: Catalog, params: Params | None) -> Design:
         n = domains_for(system, positive_count(c["gpus"], f"design file {str(path)!r}: gpus"))
     else:
         n = 1
-    fabric = _fabric(cat, c.get("fabric"), system)
+    fid = c.get("fabric")
+    if fid is not None and not isinstance(fid, str):
+        raise InputError(f"design file {str(path)!r}: fabric must be a fabric id (text), got {fid!r}",
+                         hint="e.g. `fabric: ib-ndr-400g`; list them with `clustertwin catalog list fabrics`")
+    fabric = _fabric(cat, fid, system)
     model = data.get("model") if isinstance(data.get("model"), str) else (data.get("workload") or {}).get("model") if isinstance(data.get("workload"), dict) else None
     name = str(data.get("name") or path.stem)
     return make_design(name, system, n, fabric, params, origin=str(path), model=model)
