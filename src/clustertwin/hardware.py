@@ -144,4 +144,63 @@ class SystemSpec:
 
     @property
     def nic_bw_per_device(self) -> float:
+        """NIC line rate per device as the system ships, before any fabric. Anything priced on a fabric
+        reads ``resolve_hardware(system, fabric).scaleout_bw_per_device`` (min of NIC and port) instead."""
         return self.nics_per_host * self.nic_bw / self.devices_per_host
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HardwareView:
+    """The one resolved view of a system on a scale-out fabric: every bandwidth and latency a model
+    prices with, derived once (``resolve_hardware``). Collectives, the step model, the fabric simulator,
+    the cluster/BOM model and the printed assumptions read these fields; none re-derives a bandwidth.
+
+    Line rates (before any protocol/achieved-bandwidth fraction, which is a property of the model that
+    uses them and is printed next to them). Catalog overlays (``--catalog``) are already applied to the
+    specs this is built from.
+    """
+
+    system_id: str
+    fabric_id: str
+    devices_per_domain: int
+    devices_per_host: int
+    scaleup_bw_per_device: float  # bytes/s per direction per device, the system's scale-up links
+    scaleup_latency_s: float  # one scale-up hop
+    scaleup_in_network_reduction: bool  # NVLS-style reduction in the scale-up switch
+    nics_per_host: int
+    ports_per_nic: int  # fabric ports one NIC drives (2 on a dual-plane fabric)
+    nic_line_bw: float  # one NIC as the system ships it (bytes/s per direction)
+    port_bw: float  # one fabric switch port (bytes/s per direction)
+    nic_bw: float  # one NIC on this fabric: min(nic_line_bw, ports_per_nic * port_bw)
+    scaleout_bw_per_host: float  # nics_per_host * nic_bw
+    scaleout_bw_per_device: float  # scaleout_bw_per_host / devices_per_host
+    protocol_efficiency: float  # the fabric's achievable fraction of line rate (catalog, sourced there)
+    nic_latency_s: float  # end host one way
+    hop_latency_s: float  # per switch hop
+    switch_radix: int  # switch ports at the NIC port speed (a faster switch port splits: breakout)
+    scaleout_in_network_reduction: bool  # IB SHARP
+
+
+def resolve_hardware(system: SystemSpec, fabric: ScaleOutTech, *, ports_per_nic: int = 1) -> HardwareView:
+    """The resolved view of ``system`` on ``fabric`` (see :class:`HardwareView`).
+
+    Per-device scale-out bandwidth = NICs per host x min(NIC rate, ports x fabric port rate) / devices
+    per host: a 400G NIC on an 800G fabric runs at 400G, an 800G NIC on a 400G fabric at 400G.
+    """
+    ports = max(1, int(ports_per_nic))
+    port_nic = min(system.nic_bw / ports, fabric.port_bw)  # one NIC port on this fabric
+    nic = port_nic * ports
+    per_host = system.nics_per_host * nic
+    split = max(1, int(fabric.port_bw // port_nic + 1e-9)) if port_nic > 0 else 1
+    return HardwareView(
+        system_id=system.id, fabric_id=fabric.id, devices_per_domain=int(system.devices_per_domain),
+        devices_per_host=int(system.devices_per_host), scaleup_bw_per_device=float(system.scaleup_bw_per_device),
+        scaleup_latency_s=float(system.scaleup.latency_s),
+        scaleup_in_network_reduction=bool(system.scaleup.in_network_reduction),
+        nics_per_host=int(system.nics_per_host), ports_per_nic=ports, nic_line_bw=float(system.nic_bw),
+        port_bw=float(fabric.port_bw), nic_bw=float(nic), scaleout_bw_per_host=float(per_host),
+        scaleout_bw_per_device=float(per_host / max(1, system.devices_per_host)),
+        protocol_efficiency=float(fabric.protocol_efficiency), nic_latency_s=float(fabric.nic_latency_s),
+        hop_latency_s=float(fabric.hop_latency_s), switch_radix=int(fabric.switch_radix) * split,
+        scaleout_in_network_reduction=bool(fabric.sharp),
+    )

@@ -143,19 +143,6 @@ def test_bad_input_exit_2(args):
     assert "Traceback" not in p.stderr and p.stderr.strip()
 
 
-def test_builtin_collectives_also_within_bound(validation_dir):
-    """The step model must not depend on which collective model prices the comm (both within bounds)."""
-    from clustertwin.sim import costs
-
-    old = costs.COMM_MODEL["name"]
-    try:
-        costs.COMM_MODEL["name"] = "builtin"
-        rep = validate_file(validation_dir / "training.csv")
-    finally:
-        costs.COMM_MODEL["name"] = old
-    assert len(rep.failures) <= 1
-    assert rep.mape_pct <= 20.0
-
 
 
 def test_llama3_rows_reduce_gradients_in_fp32_and_fit(validation_dir):

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, UnknownNameError
-from ..hardware import ScaleOutTech, SystemSpec
+from ..hardware import HardwareView, ScaleOutTech, SystemSpec, resolve_hardware
 from .fattree import KINDS as SCALEOUT_TOPOLOGIES
 from .fattree import FatTreeSizing, size_fat_tree
 
@@ -117,18 +117,23 @@ class Cluster:
     def ports_per_nic(self) -> int:
         return 2 if self.topology == "dual-plane" else 1
 
+    @cached_property
+    def view(self) -> HardwareView:
+        """The resolved bandwidths of this system on this fabric (``hardware.resolve_hardware``)."""
+        return resolve_hardware(self.system, self.fabric, ports_per_nic=self.ports_per_nic)
+
     @property
     def port_bw(self) -> float:
         """Line rate of one NIC port on this fabric (bytes/s per direction)."""
-        return min(self.system.nic_bw / self.ports_per_nic, self.fabric.port_bw)
+        return self.view.nic_bw / self.ports_per_nic
 
     @property
     def nic_bw(self) -> float:
-        return self.port_bw * self.ports_per_nic
+        return self.view.nic_bw
 
     @property
     def nic_bw_per_device(self) -> float:
-        return self.nics_per_host * self.nic_bw / self.devices_per_host
+        return self.view.scaleout_bw_per_device
 
     @property
     def num_systems(self) -> int:
@@ -139,8 +144,7 @@ class Cluster:
     def switch_radix(self) -> int:
         """Switch ports at the NIC port speed: a switch port faster than the NIC port is split
         (breakout), e.g. a 64 x 400G QM9700 serves 128 x 200G (hardware.yaml Quantum2_QM9700)."""
-        split = max(1, int(self.fabric.port_bw // self.port_bw + 1e-9))
-        return self.fabric.switch_radix * split
+        return self.view.switch_radix
 
     @cached_property
     def scaleout(self) -> FatTreeSizing | None:

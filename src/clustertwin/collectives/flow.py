@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..hardware import ScaleOutTech, SystemSpec
+from ..hardware import ScaleOutTech, SystemSpec, resolve_hardware
 from .core import collective_time, normalize_op
 
 FLOW_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -71,7 +71,7 @@ def _penalty_affine_uncached(op: str, n: int, g: int, system: SystemSpec, scaleo
                       **{k: v for k, v in topo.items() if k in ("topology", "tiers", "oversubscription", "radix")})
     hops = 2 * fab.topo.shape.tiers - 1
     alpha = 2 * fab.nic_latency_s + hops * fab.hop_latency_s
-    nic_bw = system.nic_bw_per_device
+    nic_bw = resolve_hardware(system, scaleout).scaleout_bw_per_device
     pen = []
     for s in (float(1 << 30), float(1 << 31)):
         t_fab = flow_collective_time(op, s, n, g, system, scaleout, routing=routing, seed=seed, **dict(topo))

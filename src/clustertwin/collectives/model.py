@@ -54,14 +54,14 @@ def _bw_up(P: CollectiveParams, g=None):
     """Achieved scale-up bus bandwidth per device. On a full mesh (Infinity Fabric, no switch) a
     group of g ranks uses only g−1 of the device's D−1 links (STAS: MI300X 2 GPUs 47.7 vs 8 GPUs
     312.9 GB/s busbw)."""
-    b = P.scaleup_link_bw * P.scaleup_fraction
+    b = P.scaleup_busbw
     if P.full_mesh and g is not None and P.devices_per_domain > 1:
         return b * np.minimum(1.0, np.maximum(g - 1.0, 1.0) / (P.devices_per_domain - 1.0))
     return b
 
 
 def _bw_nic_rank(P: CollectiveParams) -> float:
-    return P.nic_bw_per_device * P.scaleout_fraction
+    return P.scaleout_busbw_per_device
 
 
 def _bw_out_domain(P: CollectiveParams, g):

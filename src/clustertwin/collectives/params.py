@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
-from ..hardware import ScaleOutTech, SystemSpec
+from ..hardware import ScaleOutTech, SystemSpec, resolve_hardware
 
 US = 1e-6
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -66,7 +66,7 @@ class CollectiveParams:
     arch: str
     scaleup_link_bw: float  # bytes/s per direction per device
     scaleup_fraction: float
-    nic_bw_per_device: float  # bytes/s line rate per device (NICs per host x port bw / devices per host)
+    nic_bw_per_device: float  # bytes/s line rate per device: HardwareView.scaleout_bw_per_device (min(NIC, port))
     nic_bw_per_host: float
     devices_per_host: int
     devices_per_domain: int
@@ -100,6 +100,16 @@ class CollectiveParams:
     pat_inter_divisor: float
     a2a_per_peer_s: float
     sources: tuple[str, ...] = ()
+
+    @property
+    def scaleup_busbw(self) -> float:
+        """Achieved ring bus bandwidth per device inside a (switched) scale-up domain (bytes/s)."""
+        return self.scaleup_link_bw * self.scaleup_fraction
+
+    @property
+    def scaleout_busbw_per_device(self) -> float:
+        """Achieved scale-out bandwidth per device (bytes/s): min(NIC, port) line rate x fraction."""
+        return self.nic_bw_per_device * self.scaleout_fraction
 
 
 def calibration_entry(system_id: str, catalog: Any = None, tech: str | None = None) -> dict[str, Any]:
@@ -163,13 +173,13 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
     nvls_eff_default = _arch_key(arch, t["nvls_efficiency"])
     nvls_eff = _num(entry, "nvls_efficiency", nvls_eff_default, 0.0, 2.0, sid)
     intra_kind = "pci" if system.scaleup_topology == "pcie" else "nvlink"
-    nic_host = system.nics_per_host * scaleout.port_bw
+    view = resolve_hardware(system, scaleout)  # the one source of every bandwidth (hardware.py)
     base = {k: tuple(x * US for x in _arr3(v)) for k, v in t["base_latency_us"].items()}
     hw_intra = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"][intra_kind].items()}
     # NCCL's network latencies are for an RDMA NIC on an InfiniBand fat tree; a fabric whose path
     # (end host + 3 switch hops, leaf-spine-leaf) is slower (RoCE switches, TCP sockets) pays the
     # difference on every network step.
-    path = scaleout.nic_latency_s + 3 * scaleout.hop_latency_s
+    path = view.nic_latency_s + 3 * view.hop_latency_s
     extra = max(0.0, path - float(t["reference_path_latency_us"]) * US)
     hw_net = {k: tuple(x * US + (extra if x > 0 else 0.0) for x in _arr3(v)) for k, v in t["hw_latency_us"]["net"].items()}
     for k in ("nvls", "nvlstree"):
@@ -178,10 +188,10 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         system_id=sid,
         fabric_id=scaleout.id,
         arch=arch,
-        scaleup_link_bw=float(system.scaleup_bw_per_device),
+        scaleup_link_bw=view.scaleup_bw_per_device,
         scaleup_fraction=up_frac,
-        nic_bw_per_device=nic_host / max(1, system.devices_per_host),
-        nic_bw_per_host=nic_host,
+        nic_bw_per_device=view.scaleout_bw_per_device,
+        nic_bw_per_host=view.scaleout_bw_per_host,
         devices_per_host=int(system.devices_per_host),
         devices_per_domain=int(system.devices_per_domain),
         scaleout_fraction=out_frac,
@@ -196,10 +206,10 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         fill_protocol_factor=tuple(x / hw_intra["ring"][2] for x in hw_intra["ring"]),
         pipeline_fill_max_s=_num(entry, "pipeline_fill_max_us", 0.0, 0.0, 1e5, sid) * US,
         channels=int(_arch_key(arch, c["channels"])),
-        nvls_ok=bool(system.scaleup.in_network_reduction) and nvls_eff > 0,
+        nvls_ok=view.scaleup_in_network_reduction and nvls_eff > 0,
         nvls_efficiency=nvls_eff,
         nvls_min_ranks=int(t["nvls_min_ranks"]),
-        sharp_ok=bool(scaleout.sharp),
+        sharp_ok=view.scaleout_in_network_reduction,
         ll128_multinode=any(arch.startswith(a) for a in t["ll128_multinode_archs"]),
         bw_factor=_arr3(c["protocols"]["bw_factor"]),
         base=base,

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
-from ..hardware import ScaleOutTech, SystemSpec
+from ..hardware import ScaleOutTech, SystemSpec, resolve_hardware
 from .engine import max_min_rates, simulate_flows, simulate_padded
 from .faults import Faults, apply_faults
 from .routing import check_routing, route, route_padded
@@ -80,7 +80,7 @@ def make_fabric(
     """Build the scale-out fabric for ``n_gpus`` GPUs of ``system`` on ``scaleout``.
 
     ``topology`` defaults to ``rail`` when the host has one NIC per GPU (DGX SuperPOD style),
-    else ``fat-tree``. NIC endpoint bandwidth is ``min(system NIC, fabric port)``.
+    else ``fat-tree``. NIC endpoint bandwidth is ``HardwareView.nic_bw`` = min(NIC, ports x fabric port).
     """
     if system.nics_per_host < 1 or system.nic_bw <= 0:
         raise InputError(f"system {system.id!r} has no scale-out NICs", hint="pick a system with NICs")
@@ -90,8 +90,9 @@ def make_fabric(
                     devices_per_host=system.devices_per_host, nics_per_host=system.nics_per_host)
     kind = topology or ("dual-plane" if getattr(scaleout, "planes", 1) > 1 else
                         "rail" if system.nics_per_host >= system.devices_per_host > 1 else "fat-tree")
-    link_bw = scaleout.port_bw
-    nic_bw = min(system.nic_bw, scaleout.port_bw) if kind != "dual-plane" else system.nic_bw
+    view = resolve_hardware(system, scaleout, ports_per_nic=2 if kind == "dual-plane" else 1)
+    link_bw = view.port_bw
+    nic_bw = view.nic_bw
     if radix is None:  # the same buildability check and port model as plan/estimate/sweep/compare/bom
         from ..cluster.buildable import check_buildable
 

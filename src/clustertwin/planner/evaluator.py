@@ -198,19 +198,23 @@ def _hardware(eng_costs: Any, system: Any, fabric: Any, dtype: str, catalog: Any
     return hw
 
 
-def oversubscribed(fabric: Any, oversubscription: float) -> Any:
-    """The scale-out fabric as one GPU sees it through an ``oversubscription``:1 leaf.
+def oversubscribed(fabric: Any, oversubscription: float, system: Any) -> Any:
+    """The scale-out fabric as one GPU of ``system`` sees it through an ``oversubscription``:1 leaf.
 
     Approximation (documented in docs/planner.md): the engine has no oversubscription input, so the
     worst case is taken, in which all scale-out traffic of a step crosses the leaf uplinks at the same
-    time and each NIC gets ``1/oversubscription`` of its line rate (leaf down:up port ratio, as in
+    time and each NIC gets ``1/oversubscription`` of the rate it runs at on this fabric
+    (``HardwareView.nic_bw`` = min(NIC, port); leaf down:up port ratio, as in
     ``clustertwin.cluster.fattree``). 1 leaves the fabric unchanged.
     """
     if oversubscription is None or oversubscription <= 1.0:
         return fabric
     import dataclasses
 
-    return dataclasses.replace(fabric, port_bw=float(fabric.port_bw) / float(oversubscription))
+    from ..hardware import resolve_hardware
+
+    nic = resolve_hardware(system, fabric).nic_bw
+    return dataclasses.replace(fabric, port_bw=float(nic) / float(oversubscription))
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +242,7 @@ class AnalyticalEvaluator:
         return float(hw.hbm_bytes) if hw is not None else self.system.accelerator.memory_capacity_bytes
 
     def _fabric(self) -> Any:
-        return oversubscribed(self.fabric, self.oversubscription)
+        return oversubscribed(self.fabric, self.oversubscription, self.system)
 
     def _hw(self, eng: Any) -> Any:
         try:

@@ -177,7 +177,7 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     engine = "analytical"
     if req.engine == "event":
         records = rerank_event(records, model=model, system=system,
-                               fabric=oversubscribed(fabric, req.oversubscription), gpus=gpus, global_batch=gb,
+                               fabric=oversubscribed(fabric, req.oversubscription, system), gpus=gpus, global_batch=gb,
                                seq_len=seq, dtype=req.dtype, catalog=catalog, engine_options=engine_options)
         engine = "event"
     records = records[: req.top_k]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..hardware import resolve_hardware
 from .cost import cost, efficiency
 from .design import Design
 from .failures import DAY, FailureModel
@@ -39,7 +40,8 @@ def design_row(d: Design, params: Params, fm: FailureModel, *, model: Any = None
         "hbm_tb": acc.hbm_bytes * n / 1e12,
         "hbm_tbps": acc.hbm_bw * n / 1e12,
         "scaleup_gbytes_per_s_per_gpu": sysm.scaleup_bw_per_device / 1e9,
-        "scaleout_gbits_per_s_per_gpu": sysm.nic_bw_per_device * 8 / 1e9,
+        "scaleout_gbits_per_s_per_gpu": (resolve_hardware(sysm, d.fabric).scaleout_bw_per_device if d.fabric
+                                         else sysm.nic_bw_per_device) * 8 / 1e9,
         "power_kw": pw.it_w / 1e3,
         "rated_power_kw": rated.it_w / 1e3,
         "facility_power_kw": pw.facility_w / 1e3,

@@ -30,6 +30,7 @@ from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, m
 from ..workload.memory import memory_per_gpu
 from ..workload.model import ModelSpec
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
+from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
 from .result import StepResult
 
@@ -315,6 +316,16 @@ def _bottleneck(br: dict[str, float], step: float, plan: ParallelPlan, hw: Hardw
     return text
 
 
+def bandwidth_assumption(hw: Hardware) -> str:
+    """The printed bandwidth line: the figures the collectives priced the step with."""
+    up, out = achieved_bandwidths(hw)
+    v = hw.view
+    limit = ("NIC-limited" if v.nic_line_bw < v.ports_per_nic * v.port_bw
+             else "fabric-port-limited" if v.nic_line_bw > v.ports_per_nic * v.port_bw else "NIC = port rate")
+    return (f"scale-up bus bandwidth {up / 1e9:.0f} GB/s/GPU, scale-out {out / 1e9:.1f} GB/s/GPU achieved "
+            f"({v.nics_per_host} x {v.nic_bw * 8 / 1e9:.0f} Gb/s per {v.devices_per_host} GPUs, {limit})")
+
+
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
              catalog: Any = None, check: bool = True, network: Any = None) -> StepResult:
     """Scalar estimate of one plan; numerically identical to ``estimate_batch`` (it calls it)."""
@@ -340,7 +351,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
         f"fused attention at {hw.eff.attention_efficiency:.2f} of BF16 peak" if plan.flash_attention
         else "unfused attention (batched GEMMs + softmax kernels)",
         "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
-        f"scale-up bus bandwidth {hw.up_bw / 1e9:.0f} GB/s/GPU, scale-out {hw.nic_bw / 1e9:.1f} GB/s/GPU achieved",
+        bandwidth_assumption(hw),
     ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()]
     from ..validate import uncalibrated_note
 

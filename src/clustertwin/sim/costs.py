@@ -27,16 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..workload.model import ModelSpec
-from .comm import (  # noqa: F401  (re-exported: one vocabulary for callers of the cost model)
-    ALL_GATHER,
-    ALL_REDUCE,
-    ALL_TO_ALL,
-    COMM_MODEL,
-    REDUCE_SCATTER,
-    SEND_RECV,
-    builtin_collective_time,
-    collective_time,
-)
+from .comm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER, SEND_RECV, collective_time  # noqa: F401
 from .components import attention
 from .components.cp_comm import cp_comm as cp_exchange
 from .components.dp_comm import dp_comm

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
-from ..hardware import ScaleOutTech, SystemSpec
+from ..hardware import HardwareView, ScaleOutTech, SystemSpec, resolve_hardware
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,7 +29,6 @@ class ChipEfficiency:
     hbm_efficiency: float
     attention_efficiency: float
     attention_seq_half: float
-    scaleup_efficiency: float
     overlap_slowdown: float
     runtime_overhead_bytes: float
     memory_reserve_fraction: float  # device memory kept free against allocator fragmentation (assumption)
@@ -47,6 +46,7 @@ class Hardware:
 
     system: SystemSpec
     scaleout: ScaleOutTech
+    view: HardwareView  # the resolved bandwidths/latencies (hardware.resolve_hardware)
     eff: ChipEfficiency
     dtype: str
     peak: float  # dense FLOP/s of the GEMM dtype
@@ -55,10 +55,6 @@ class Hardware:
     hbm_bw: float
     hbm_bytes: float  # what a plan may fill: the driver-reported capacity less the fragmentation reserve
     domain: int  # devices per scale-up domain
-    up_bw: float  # achieved ring bus bandwidth per device inside a domain (bytes/s)
-    up_lat: float
-    nic_bw: float  # achieved scale-out bandwidth per device (bytes/s)
-    net_lat: float
     catalog: Any = None
     network: Any = None  # None: analytical collectives; a FlowNetwork adds scale-out contention (--network flow)
 
@@ -85,7 +81,7 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         gemm_tile_m=int(tile[0]), gemm_tile_n=int(tile[1]), gemm_k_overhead=float(cfg["gemm_k_overhead"]),
         gemm_mamf_scale=float(cfg["gemm_mamf_scale"]), kernel_overhead_s=float(cfg["kernel_overhead_us"]) * 1e-6,
         hbm_efficiency=float(cfg["hbm_efficiency"]), attention_efficiency=float(cfg["attention_efficiency"]),
-        attention_seq_half=float(cfg["attention_seq_half"]), scaleup_efficiency=float(cfg["scaleup_efficiency"]),
+        attention_seq_half=float(cfg["attention_seq_half"]),
         overlap_slowdown=float(cfg["overlap_slowdown"]), runtime_overhead_bytes=float(cfg["runtime_overhead_gb"]) * 1e9,
         memory_reserve_fraction=float(cfg["memory_reserve_fraction"]),
         step_overhead_s=float(cfg["step_overhead_s"]),
@@ -118,12 +114,10 @@ def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalo
             f"{acc.name} has no {dtype} tensor-core peak in the catalog",
             hint="pick a precision the chip supports (e.g. bf16 on A100; fp8 needs Hopper or newer)",
         )
-    nic_per_dev = system.nics_per_host * min(system.nic_bw, scaleout.port_bw) / system.devices_per_host
+    view = resolve_hardware(system, scaleout)
     return Hardware(
-        system=system, scaleout=scaleout, eff=eff, dtype=dtype, peak=peak, peak_bf16=acc.peak("bf16"),
+        system=system, scaleout=scaleout, view=view, eff=eff, dtype=dtype, peak=peak, peak_bf16=acc.peak("bf16"),
         mamf=mamf_for(eff.mamf_fraction, dtype) * eff.gemm_mamf_scale, hbm_bw=acc.hbm_bw,
         hbm_bytes=acc.memory_capacity_bytes * (1.0 - eff.memory_reserve_fraction),
-        domain=system.devices_per_domain, up_bw=system.scaleup_bw_per_device * eff.scaleup_efficiency,
-        up_lat=max(system.scaleup.latency_s, 1e-6), nic_bw=nic_per_dev * scaleout.protocol_efficiency,
-        net_lat=scaleout.nic_latency_s + 3 * scaleout.hop_latency_s + 2e-6, catalog=catalog, network=network,
+        domain=view.devices_per_domain, catalog=catalog, network=network,
     )
