@@ -1,5 +1,5 @@
 """Predict nccl-tests bus bandwidth for rows of the published-measurement CSV
-(/work/shared/validation/collectives.csv; columns in its README).
+(the packaged ``data/validation/collectives.csv``; columns in its README).
 
 ``predict_busbw_row(row, catalog)`` is what ``clustertwin validate`` calls. ``python -m
 clustertwin.collectives.validation FILE.csv`` prints every row's error and the MAPEs.
@@ -115,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     from ..catalog import load_catalog
 
     argv = sys.argv[1:] if argv is None else argv
-    path = argv[0] if argv else "/work/shared/validation/collectives.csv"
+    if argv:
+        path = argv[0]
+    else:
+        from importlib import resources
+
+        path = str(resources.files("clustertwin") / "data" / "validation" / "collectives.csv")
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     res = run_rows(rows, load_catalog())
