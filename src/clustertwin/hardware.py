@@ -181,13 +181,15 @@ class HardwareView:
     scaleout_in_network_reduction: bool  # IB SHARP
 
 
-def resolve_hardware(system: SystemSpec, fabric: ScaleOutTech, *, ports_per_nic: int = 1) -> HardwareView:
+def resolve_hardware(system: SystemSpec, fabric: ScaleOutTech, *, ports_per_nic: int | None = None) -> HardwareView:
     """The resolved view of ``system`` on ``fabric`` (see :class:`HardwareView`).
 
     Per-device scale-out bandwidth = NICs per host x min(NIC rate, ports x fabric port rate) / devices
     per host: a 400G NIC on an 800G fabric runs at 400G, an 800G NIC on a 400G fabric at 400G.
+    ``ports_per_nic`` defaults to the fabric's planes (a dual-plane fabric splits each NIC over two
+    ports); a cluster built with an explicit topology passes its own.
     """
-    ports = max(1, int(ports_per_nic))
+    ports = max(1, int(fabric.planes if ports_per_nic is None else ports_per_nic))
     port_nic = min(system.nic_bw / ports, fabric.port_bw)  # one NIC port on this fabric
     nic = port_nic * ports
     per_host = system.nics_per_host * nic

@@ -29,7 +29,8 @@ def test_every_system_fabric_pair_prints_what_it_prices_with(catalog):
     assert len(pairs) >= 50
     for system, fabric in pairs:
         v = resolve_hardware(system, fabric)
-        expect = system.nics_per_host * min(system.nic_bw, fabric.port_bw) / system.devices_per_host
+        k = fabric.planes  # NIC ports per NIC (2 on a dual-plane fabric)
+        expect = system.nics_per_host * min(system.nic_bw, k * fabric.port_bw) / system.devices_per_host
         assert v.scaleout_bw_per_device == pytest.approx(expect, rel=1e-12), (system.id, fabric.id)
         hw = make_hardware(system, fabric, "bf16")
         P = resolve_params(system, fabric)  # what collectives.collective_time prices with
