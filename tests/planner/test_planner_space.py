@@ -30,7 +30,9 @@ def naive(shape: ModelShape, n: int, d: int, gb: int, seq: int, o: SpaceOptions)
         for v, ep, mb, z, rc in itertools.product(range(1, o.max_vpp + 1), eps, o.micro_batches, o.zero_stages,
                                                   o.recompute):
             c = pp * v
-            even = L % c == 0 or (o.uneven_pipeline and pp > 1 and (L + 2) % c == 0 and (L + 2) // c >= 2)
+            # Megatron's embedding/loss layer slots: pp*vpp may divide L + 2 (chunks of one slot included,
+            # NVIDIA's 405B recipe: 126 + 2 = 16 x 8), the plan rule of workload/rules.py
+            even = L % c == 0 or (o.uneven_pipeline and pp > 1 and (L + 2) % c == 0)
             if not even or (v > 1 and pp == 1):
                 continue
             if gb % (mb * dp):

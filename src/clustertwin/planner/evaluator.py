@@ -274,25 +274,19 @@ class AnalyticalEvaluator:
         distributed-optimizer table) with the engine's runtime overhead, i.e. the same number the engine
         reports, without timing anything. The engine's ``fits_memory`` stays the final word.
         """
+        from ..workload.memory import plan_memory
+        from ..workload.stacks import resolve_stack
+
         n = int(np.asarray(plans["tp"]).size)
-        eng = _engine_module()
-        try:
-            from ..workload.memory import memory_per_gpu
-        except ImportError:
-            ev = normalise(self._call(plans), n)
-            return ev.metrics["memory_gb_per_gpu"] * 1e9
-        hw = self._hw(eng)
-        overhead = float(getattr(getattr(hw, "eff", None), "runtime_overhead_bytes", 0.0) or 0.0)
+        hw = self._hw(_engine_module())
         tp = np.asarray(plans["tp"])
-        mb = np.asarray(plans["micro_batch"])
-        dp = np.asarray(plans["dp"])
-        out = memory_per_gpu(
-            self.model, seq_len=self.seq_len, micro_batch=mb, num_micro_batches=self.global_batch // (mb * dp),
-            tp=tp, pp=plans["pp"], dp=dp, cp=plans["cp"], ep=plans["ep"], vpp=plans["vpp"], zero=plans["zero"],
-            sp=(tp > 1) & bool(self.extra.get("sequence_parallel", True)), recompute_code=plans["recompute"], runtime_overhead_bytes=overhead,
-            microbatch_group=plans.get("microbatch_group"),
-            flash=bool(self.extra.get("flash_attention", True)),
+        out = plan_memory(
+            self.model, {**plans, "global_batch": self.global_batch, "mb_group": plans.get("microbatch_group"),
+                         "sp": (tp > 1) & bool(self.extra.get("sequence_parallel", True))},
+            seq_len=self.seq_len, dtype=self.dtype, flash=bool(self.extra.get("flash_attention", True)),
             grad_bytes=float(self.extra.get("grad_reduce_bytes", 2.0)),
+            runtime_overhead_bytes=float(hw.eff.runtime_overhead_bytes),
+            stack=resolve_stack(self.extra.get("stack"), self.catalog),
         )
         return np.broadcast_to(np.asarray(out["total"], dtype=float), (n,)).copy()
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..workload.rules import plan_mask
 
 AXES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
 RECOMPUTE = ("none", "selective", "full")
@@ -77,6 +78,14 @@ class ModelShape:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.mla
+
+    @property
+    def id(self) -> str:
+        return self.name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,13 +223,11 @@ def structural_space(
     TP, PP, CP, V = (x.ravel() for x in g)
     mp = TP * PP * CP
     ok = n % mp == 0
-    chunks = PP * V
-    even = L % chunks == 0
-    if opts.uneven_pipeline:
-        # embedding and loss as one layer each: the first and last chunk hold one layer fewer,
-        # and no chunk may end up empty.
-        even |= ((L + 2) % chunks == 0) & ((L + 2) // chunks >= 2) & (PP > 1)
-    ok &= even & ((V == 1) | (PP > 1))
+    # the plan rule on the model-parallel axes alone, prunes early: the axes not chosen yet take values
+    # that pass every rule on them (dp = ep = micro-batch = 1, pp micro-batches per step)
+    ok &= plan_mask(shape, {"tp": TP, "pp": PP, "cp": CP, "vpp": V, "global_batch": PP}, seq_len)
+    if not opts.uneven_pipeline:  # a stack without Megatron's embedding/loss layer slots
+        ok &= L % (PP * V) == 0
     TP, PP, CP, V = TP[ok], PP[ok], CP[ok], V[ok]
     DP = n // (TP * PP * CP)
     if "dp" in opts.fixed:
@@ -234,11 +241,9 @@ def structural_space(
     i0, i1, i2, i3, i4 = (x.ravel() for x in np.indices(sizes, dtype=np.int64))
     TP, PP, CP, V, DP = TP[i0], PP[i0], CP[i0], V[i0], DP[i0]
     EP, MB, Z, RC = ep[i1], mb[i2], zero[i3], rc[i4]
-    ok = global_batch % (MB * DP) == 0
-    num_micro = global_batch // np.maximum(MB * DP, 1)
-    ok &= (V == 1) | (num_micro % PP == 0)
-    ok &= ((TP * CP * DP) % EP) == 0
-    ok &= (Z == 0) | (DP * CP > 1)
+    ok = plan_mask(shape, {"tp": TP, "pp": PP, "dp": DP, "cp": CP, "ep": EP, "vpp": V, "micro_batch": MB,
+                           "global_batch": global_batch, "zero": Z, "recompute": RC}, seq_len)
+    ok &= (Z == 0) | (DP * CP > 1)  # search-space reduction: ZeRO on one data-parallel rank is ZeRO-0
     out = {
         "tp": TP[ok],
         "pp": PP[ok],

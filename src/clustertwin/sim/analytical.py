@@ -27,9 +27,10 @@ import numpy as np
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
 from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, model_flops_per_step
-from ..workload.memory import memory_per_gpu
+from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
+from ..workload.rules import plan_mask
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
 from .result import StepResult
@@ -179,31 +180,6 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     return out
 
 
-def _valid_mask(model: ModelSpec, a: dict[str, np.ndarray], seq_len: int) -> np.ndarray:
-    """Vectorised version of ``plan_problems`` (True where the plan can run the model)."""
-    tp, pp, dp, cp, ep, vpp, mb, gb = (a[k] for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch"))
-    ok = (model.num_attention_heads % tp == 0) & (model.ffn_hidden_size % tp == 0)
-    if not model.is_mla:
-        ok &= (model.num_kv_heads % tp == 0) | (tp % model.num_kv_heads == 0)
-    stages = pp * vpp
-    slot_split = ((model.num_layers + 2) % stages == 0) & (pp > 1)  # embedding + loss as layer slots
-    ok &= (stages <= model.num_layers) | slot_split
-    ok &= (model.num_layers % stages == 0) | slot_split | a["uneven"]
-    ok &= (vpp == 1) | (pp >= 2)
-    ok &= seq_len % cp == 0
-    if model.is_moe:
-        ok &= (model.num_experts % ep == 0) & ((tp * dp * cp) % (ep * a["etp"]) == 0)
-    else:
-        ok &= ep == 1
-    ok &= gb % (mb * dp) == 0
-    m = gb // np.maximum(mb * dp, 1)
-    ok &= (vpp == 1) | (m % np.maximum(pp, 1) == 0)
-    # interleaved micro-batch group: 0 (= pp) or pp <= group <= m (smaller groups deadlock the warm-up)
-    grp = a["mb_group"]
-    ok &= (grp == 0) | (vpp == 1) | ((grp >= pp) & (grp <= m))
-    return ok
-
-
 def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plans: dict[str, Any], *,
                    seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
                    overlap: bool = True, grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", catalog: Any = None,
@@ -246,7 +222,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
 
     o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes,
               cp_comm=cp_comm, stack=resolve_stack(stack, catalog))
-    valid = _valid_mask(model, a, seq)
+    valid = plan_mask(model, {**a, "flash": flash_attention}, seq)  # the one plan rule (workload.rules)
     # evaluate invalid plans with safe degrees (results masked by `valid`)
     safe = dict(a)
     safe["micro_batch"] = np.maximum(a["micro_batch"], 1)
@@ -261,12 +237,8 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     out["tflops_per_gpu_hw"] = hf / (step * n_gpus) / 1e12
     out["mfu"] = mf / (step * n_gpus * hw.peak)
     out["hfu"] = hf / (step * n_gpus * hw.peak)
-    m = out["num_micro_batches"]
-    mem = memory_per_gpu(model, seq_len=seq, micro_batch=a["micro_batch"], num_micro_batches=m, tp=a["tp"],
-                         pp=a["pp"], dp=a["dp"], cp=a["cp"], ep=a["ep"], etp=a["etp"], vpp=a["vpp"],
-                         zero=a["zero"], sp=a["sp"], recompute_code=a["recompute"], flash=flash_attention,
-                         runtime_overhead_bytes=hw.eff.runtime_overhead_bytes, grad_bytes=float(grad_reduce_bytes),
-                         fp8=dtype in ("fp8", "mxfp8", "nvfp4"), microbatch_group=a["mb_group"], stack=o.stack)
+    mem = plan_memory(model, a, seq_len=seq, dtype=dtype, flash=flash_attention, grad_bytes=float(grad_reduce_bytes),
+                      runtime_overhead_bytes=hw.eff.runtime_overhead_bytes, stack=o.stack)
     for k in MEMORY:
         out[f"memory_{k}_gb"] = np.broadcast_to(mem[k], step.shape) / 1e9
     out["memory_gb_per_gpu"] = np.broadcast_to(mem["total"], step.shape) / 1e9

@@ -220,3 +220,27 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
         "total": total,
         "params_per_gpu": params,
     }
+
+
+LOW_PRECISION_DTYPES = ("fp8", "mxfp8", "nvfp4", "fp4")  # GEMMs in FP8/FP4: transient casts and copies
+
+
+def plan_memory(model: ModelSpec, plans, *, seq_len: int, dtype: str = "bf16", flash: bool = True,
+                grad_bytes: float = GRAD_BYTES, runtime_overhead_bytes: float = 0.0, stack=None):
+    """Memory per GPU of every plan in ``plans`` (arrays that broadcast: tp pp dp cp ep vpp micro_batch
+    global_batch zero recompute (code); optional etp, sp (default tp > 1), mb_group): the one call the
+    engine (``sim.analytical.estimate_batch``) and the planner's memory pruning both make, so both see the
+    same dtype handling and the same software ``stack`` (a ``SoftwareStack``). Returns ``memory_per_gpu``'s
+    component dict."""
+    get = plans.get
+    tp, dp, mb = np.asarray(get("tp", 1)), np.asarray(get("dp", 1)), np.asarray(get("micro_batch", 1))
+    sp = get("sp")
+    sp = (tp > 1) if sp is None else (np.asarray(sp, dtype=bool) & (tp > 1))
+    gb = np.asarray(get("global_batch"))
+    return memory_per_gpu(
+        model, seq_len=seq_len, micro_batch=mb, num_micro_batches=gb // np.maximum(mb * dp, 1), tp=tp,
+        pp=get("pp", 1), dp=dp, cp=get("cp", 1), ep=get("ep", 1), etp=get("etp", 1), vpp=get("vpp", 1),
+        zero=get("zero", 1), sp=sp, recompute_code=get("recompute", 0), flash=flash,
+        runtime_overhead_bytes=runtime_overhead_bytes, grad_bytes=float(grad_bytes),
+        fp8=dtype in LOW_PRECISION_DTYPES, microbatch_group=get("mb_group"), stack=stack,
+    )

@@ -95,9 +95,9 @@ def make_plan(
     global_batch: int | None = None,
     seq_len: int = 2048,
     sequence_parallel: bool | None = None,
-    zero: int = 1,
+    zero: int | None = None,
     fsdp: bool = False,
-    recompute: str = "none",
+    recompute: str | None = None,
     dtype: str = "bf16",
     flash_attention: bool | None = None,
     overlap: bool | None = None,
@@ -120,6 +120,10 @@ def make_plan(
     overlap = st.overlap if overlap is None else overlap
     grad_reduce_bytes = st.grad_reduce_bytes if grad_reduce_bytes is None else grad_reduce_bytes
     cp_comm = st.cp_comm if cp_comm is None else cp_comm
+    if zero is None:  # the stack's default: the distributed optimizer where it has one
+        zero = 1 if 1 in st.zero_stages else st.zero_stages[0]
+    if recompute is None:
+        recompute = "none" if "none" in st.recompute else st.recompute[-1]
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", ep), ("etp", etp), ("vpp", vpp),
                     ("micro-batch", micro_batch), ("seq-len", seq_len)):
         if v is None or int(v) < 1:
@@ -178,7 +182,8 @@ def make_plan(
 
 
 def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
-    """Raise InputError with the first reason the plan cannot run this model (Megatron rules)."""
+    """Raise InputError with the first reason the plan cannot run this model on its software stack
+    (the one plan rule: ``workload.rules``)."""
     reasons = plan_problems(model, plan)
     if reasons:
         raise InputError(f"plan cannot run {model.id}: " + reasons[0],
@@ -186,59 +191,8 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
 
 
 def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
-    out: list[str] = []
-    a, g = model.num_attention_heads, model.num_kv_heads
-    if a % p.tp:
-        out.append(f"attention heads ({a}) are not divisible by tp ({p.tp})")
-    if not model.is_mla and g % p.tp and p.tp % g:
-        out.append(f"KV heads ({g}) and tp ({p.tp}) do not divide one another")
-    if model.ffn_hidden_size % p.tp:
-        out.append(f"FFN width ({model.ffn_hidden_size}) is not divisible by tp ({p.tp})")
-    stages = p.pp * p.vpp
-    L = model.num_layers
-    # Megatron's pipeline split may count the embedding and the loss as one layer slot each
-    # (account_for_embedding/loss_in_pipeline_split, custom layouts): with pp > 1, pp*vpp may then be
-    # up to L + 2 when it divides L + 2 (NVIDIA's 405B recipes: 126 + 2 = 16 x 8 chunks of one slot).
-    slot_split = p.pp > 1 and (L + 2) % stages == 0
-    if stages > L and not slot_split:
-        out.append(f"pp*vpp = {p.pp}*{p.vpp} = {stages} is more than the {L} layers"
-                   + (f" (or the {L + 2} layer slots with embedding and loss)" if p.pp > 1 else ""))
-    elif L % stages and not slot_split and not p.uneven_pipeline:
-        out.append(
-            f"layers ({model.num_layers}) are not divisible by pp*vpp = {p.pp}*{p.vpp} = {stages}"
-            " (nor layers+2, with embedding and loss counted as stages)"
-        )
-    if p.vpp > 1 and p.pp < 2:
-        out.append("interleaved schedule (vpp > 1) needs pp >= 2")
-    if p.seq_len % p.cp:
-        out.append(f"sequence length ({p.seq_len}) is not divisible by cp ({p.cp})")
-    if p.cp > 1 and p.flash_attention and (p.seq_len // p.cp) % 2:
-        out.append(f"cp ({p.cp}) needs an even local sequence (s/cp = {p.seq_len // p.cp}) for load-balanced causal chunks")
-    if model.is_moe:
-        if model.num_experts % p.ep:
-            out.append(f"experts ({model.num_experts}) are not divisible by ep ({p.ep})")
-        if (p.tp * p.dp * p.cp) % (p.ep * p.etp):
-            out.append(
-                f"ep*etp = {p.ep}*{p.etp} does not divide the tp*dp*cp = {p.tp * p.dp * p.cp} ranks of a pipeline stage"
-            )
-    elif p.ep > 1:
-        out.append(f"ep = {p.ep} but {model.id} is a dense model (no experts)")
-    if p.global_batch % (p.micro_batch * p.dp):
-        out.append(
-            f"global batch ({p.global_batch}) is not divisible by micro_batch*dp = {p.micro_batch}*{p.dp} = {p.micro_batch * p.dp}"
-        )
-    elif p.vpp > 1 and p.num_micro_batches % p.pp:
-        out.append(
-            f"interleaved schedule needs micro-batches per step ({p.num_micro_batches}) divisible by pp ({p.pp})"
-        )
-    if p.microbatch_group and p.vpp > 1 and p.pp > 1:
-        if p.microbatch_group < p.pp:
-            out.append(
-                f"microbatch_group ({p.microbatch_group}) is smaller than pp ({p.pp}): Megatron's interleaved warm-up "
-                "((p-i-1)*2 + (v-1)*group forwards) deadlocks when fewer than p micro-batches run per virtual stage"
-            )
-        elif p.global_batch % (p.micro_batch * p.dp) == 0 and p.microbatch_group > p.num_micro_batches:
-            out.append(f"microbatch_group ({p.microbatch_group}) is more than the {p.num_micro_batches} micro-batches per step")
-    if p.sequence_parallel and p.tp == 1:
-        out.append("sequence parallelism needs tp > 1")
-    return out
+    """Every reason ``p`` cannot run ``model`` on the plan's software stack (``workload.rules``)."""
+    from .rules import plan_problems as _problems
+    from .stacks import get_stack
+
+    return _problems(model, p, get_stack(p.stack))

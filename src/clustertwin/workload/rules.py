@@ -1,0 +1,158 @@
+"""The one plan rule: whether a parallel plan can run a model under a software stack.
+
+Each rule is written once, vectorised (numpy arrays of plan degrees, any broadcast shape; a scalar plan
+is a 0-d case), with the sentence that explains it. ``plan_mask`` (planner pruning, ``estimate_batch``)
+ANDs the rules; ``plan_problems`` / ``check_plan`` (``estimate``, ``sweep``, ``validate``) name the ones a
+single plan breaks. Memory fit is the other half of validity and lives in ``workload.memory.plan_memory``
+(the same call for the engine and the planner).
+
+Array keys: tp pp dp cp ep etp vpp micro_batch global_batch zero recompute (code 0/1/2), and optional
+uneven (bool), mb_group (int, 0 = pp), sp (bool), flash (bool).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .model import ModelSpec
+
+RECOMPUTE_NAMES = ("none", "selective", "full")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    ok: Callable[[ModelSpec, Mapping[str, np.ndarray], int, Any], np.ndarray]  # True where the plan passes
+    why: Callable[[ModelSpec, Mapping[str, Any], int, Any], str]  # the reason, for one plan that fails
+
+
+def _stages(a):
+    return a["pp"] * a["vpp"]
+
+
+def _slot_split(m: ModelSpec, a):
+    return (a["pp"] > 1) & ((m.num_layers + 2) % _stages(a) == 0)
+
+
+def _micro_batches(a):
+    return a["global_batch"] // np.maximum(a["micro_batch"] * a["dp"], 1)
+
+
+def _batch_ok(a):
+    return a["global_batch"] % np.maximum(a["micro_batch"] * a["dp"], 1) == 0
+
+
+def _stage_text(m, a, s=None, st=None):
+    n, L = _stages(a), m.num_layers
+    if n > L:
+        return (f"pp*vpp = {a['pp']}*{a['vpp']} = {n} is more than the {L} layers"
+                + (f" (or the {L + 2} layer slots with embedding and loss)" if a["pp"] > 1 else ""))
+    return (f"layers ({L}) are not divisible by pp*vpp = {a['pp']}*{a['vpp']} = {n}"
+            " (nor layers+2, with embedding and loss counted as stages)")
+
+
+def _mbg_text(m, a, s=None, st=None):
+    g, p = a["mb_group"], a["pp"]
+    if g < p:
+        return (f"microbatch_group ({g}) is smaller than pp ({p}): Megatron's interleaved warm-up "
+                "((p-i-1)*2 + (v-1)*group forwards) deadlocks when fewer than p micro-batches run per virtual stage")
+    return f"microbatch_group ({g}) is more than the {int(_micro_batches(a))} micro-batches per step"
+
+
+MODEL_RULES: tuple[Rule, ...] = (
+    Rule("heads", lambda m, a, s, st: m.num_attention_heads % a["tp"] == 0,
+         lambda m, a, s, st: f"attention heads ({m.num_attention_heads}) are not divisible by tp ({a['tp']})"),
+    Rule("kv_heads", lambda m, a, s, st: np.ones_like(a["tp"], dtype=bool) if m.is_mla
+         else (m.num_kv_heads % a["tp"] == 0) | (a["tp"] % m.num_kv_heads == 0),
+         lambda m, a, s, st: f"KV heads ({m.num_kv_heads}) and tp ({a['tp']}) do not divide one another"),
+    Rule("ffn", lambda m, a, s, st: m.ffn_hidden_size % a["tp"] == 0,
+         lambda m, a, s, st: f"FFN width ({m.ffn_hidden_size}) is not divisible by tp ({a['tp']})"),
+    # Megatron's pipeline split may count the embedding and the loss as one layer slot each
+    # (account_for_embedding/loss_in_pipeline_split): with pp > 1, pp*vpp may then be up to L + 2 when
+    # it divides L + 2 (NVIDIA's 405B recipes: 126 + 2 = 16 x 8 chunks of one slot).
+    Rule("stages", lambda m, a, s, st: _slot_split(m, a) | ((_stages(a) <= m.num_layers)
+                                                            & ((m.num_layers % _stages(a) == 0) | a["uneven"])),
+         _stage_text),
+    Rule("vpp", lambda m, a, s, st: (a["vpp"] == 1) | (a["pp"] >= 2),
+         lambda m, a, s, st: "interleaved schedule (vpp > 1) needs pp >= 2"),
+    Rule("cp_seq", lambda m, a, s, st: s % a["cp"] == 0,
+         lambda m, a, s, st: f"sequence length ({s}) is not divisible by cp ({a['cp']})"),
+    Rule("cp_even", lambda m, a, s, st: (a["cp"] == 1) | ~a["flash"] | ((s // a["cp"]) % 2 == 0),
+         lambda m, a, s, st: f"cp ({a['cp']}) needs an even local sequence (s/cp = {s // a['cp']}) for load-balanced causal chunks"),
+    Rule("experts", lambda m, a, s, st: (m.num_experts % a["ep"] == 0) if m.is_moe else np.ones_like(a["ep"], dtype=bool),
+         lambda m, a, s, st: f"experts ({m.num_experts}) are not divisible by ep ({a['ep']})"),
+    Rule("ep_group", lambda m, a, s, st: ((a["tp"] * a["dp"] * a["cp"]) % (a["ep"] * a["etp"]) == 0) if m.is_moe
+         else np.ones_like(a["ep"], dtype=bool),
+         lambda m, a, s, st: f"ep*etp = {a['ep']}*{a['etp']} does not divide the tp*dp*cp = "
+                             f"{a['tp'] * a['dp'] * a['cp']} ranks of a pipeline stage"),
+    Rule("dense_ep", lambda m, a, s, st: np.ones_like(a["ep"], dtype=bool) if m.is_moe else a["ep"] == 1,
+         lambda m, a, s, st: f"ep = {a['ep']} but {m.id} is a dense model (no experts)"),
+    Rule("batch", lambda m, a, s, st: _batch_ok(a),
+         lambda m, a, s, st: f"global batch ({a['global_batch']}) is not divisible by micro_batch*dp = "
+                             f"{a['micro_batch']}*{a['dp']} = {a['micro_batch'] * a['dp']}"),
+    Rule("vpp_batch", lambda m, a, s, st: ~_batch_ok(a) | (a["vpp"] == 1) | (_micro_batches(a) % a["pp"] == 0),
+         lambda m, a, s, st: f"interleaved schedule needs micro-batches per step ({int(_micro_batches(a))}) "
+                             f"divisible by pp ({a['pp']})"),
+    # interleaved micro-batch group: 0 (= pp) or pp <= group <= m (smaller groups deadlock the warm-up)
+    Rule("mb_group", lambda m, a, s, st: (a["mb_group"] == 0) | (a["vpp"] == 1) | (a["pp"] < 2)
+         | ((a["mb_group"] >= a["pp"]) & (~_batch_ok(a) | (a["mb_group"] <= _micro_batches(a)))),
+         _mbg_text),
+    Rule("sp", lambda m, a, s, st: ~a["sp"] | (a["tp"] > 1),
+         lambda m, a, s, st: "sequence parallelism needs tp > 1"),
+)
+
+
+def _in(values, allowed) -> np.ndarray:
+    return np.isin(values, np.asarray(list(allowed)))
+
+
+STACK_RULES: tuple[Rule, ...] = (
+    Rule("stack_zero", lambda m, a, s, st: _in(a["zero"], st.zero_stages),
+         lambda m, a, s, st: f"the {st.id} stack offers ZeRO stage(s) {', '.join(map(str, st.zero_stages))}, "
+                             f"not {a['zero']}"),
+    Rule("stack_recompute", lambda m, a, s, st: _in(a["recompute"], [RECOMPUTE_NAMES.index(r) for r in st.recompute]),
+         lambda m, a, s, st: f"the {st.id} stack offers recompute {' / '.join(st.recompute)}, "
+                             f"not {RECOMPUTE_NAMES[int(a['recompute'])]}"),
+    Rule("stack_cp", lambda m, a, s, st: (a["cp"] == 1) | st.context_parallel,
+         lambda m, a, s, st: f"the {st.id} stack has no context parallelism (cp = {a['cp']})"),
+)
+
+
+def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    out = {k: np.asarray(a.get(k, 1)) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch",
+                                                 "global_batch")}
+    out["zero"] = np.asarray(a.get("zero", 1))
+    out["recompute"] = np.asarray(a.get("recompute", 0))
+    out["uneven"] = np.asarray(a.get("uneven", False), dtype=bool)
+    out["mb_group"] = np.asarray(a.get("mb_group", 0))
+    out["sp"] = np.asarray(a.get("sp", False), dtype=bool)
+    out["flash"] = np.asarray(a.get("flash", True), dtype=bool)
+    keys = list(out)
+    return dict(zip(keys, np.broadcast_arrays(*(out[k] for k in keys)), strict=True))
+
+
+def plan_mask(model: ModelSpec, plans: Mapping[str, Any], seq_len: int, stack: Any = None) -> np.ndarray:
+    """True where the plan can run ``model`` (and, with ``stack``, where that stack offers it)."""
+    a = _arrays(plans)
+    ok = np.ones(a["tp"].shape, dtype=bool)
+    for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):
+        ok &= np.asarray(r.ok(model, a, int(seq_len), stack), dtype=bool)
+    return ok
+
+
+def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
+    """Every reason the single ``plan`` (a ``ParallelPlan``) cannot run, in rule order."""
+    a = _arrays({"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.etp,
+                 "vpp": plan.vpp, "micro_batch": plan.micro_batch, "global_batch": plan.global_batch,
+                 "zero": plan.zero_effective, "recompute": plan.recompute_code, "uneven": plan.uneven_pipeline,
+                 "mb_group": plan.microbatch_group, "sp": plan.sequence_parallel, "flash": plan.flash_attention})
+    scal = {k: v.item() for k, v in a.items()}
+    out = []
+    for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):
+        if not bool(np.asarray(r.ok(model, a, int(plan.seq_len), stack))):
+            out.append(r.why(model, scal, int(plan.seq_len), stack))
+    return out
