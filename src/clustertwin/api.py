@@ -8,18 +8,19 @@ True
 
 from __future__ import annotations
 
-import importlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .sim.engines import ENGINES as _ENGINE_REGISTRY
+from .sim.engines import get_engine
 from .userfiles import read_yaml
 from .workload.model import ModelSpec, get_model, model_from_dict
 from .workload.plan import ParallelPlan, check_plan, make_plan
 
-ENGINES = ("analytical", "event")
+ENGINES = tuple(_ENGINE_REGISTRY.names())  # registered in sim/engines.py
 NETWORKS = ("analytical", "flow")
 
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
@@ -101,14 +102,6 @@ def load_scenario(path: str | Path, *, catalog=None, catalog_paths=(), overrides
     )
 
 
-def _event_engine():
-    try:
-        return importlib.import_module("clustertwin.sim.event")
-    except ImportError:
-        raise InputError("the event engine is not available in this installation",
-                         hint="use --engine analytical") from None
-
-
 def network_model(network: str = "analytical", *, routing: str = "ecmp", seed: int = 0, topology: str | None = None,
                   oversubscription: float = 1.0, fail_links: int = 0):
     """``None`` for the analytical network, or a ``FlowNetwork`` (``--network flow``) that adds the
@@ -147,21 +140,16 @@ def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = Fa
     ``"stage=3,compute=1.2"``) need the event engine. ``network``: ``network_model(...)`` (None =
     analytical collectives).
     """
-    if engine not in ENGINES:
-        from .errors import closest
-
-        raise InputError(f"unknown engine {engine!r}", suggestions=closest(engine, ENGINES), hint="use analytical or event")
+    eng = get_engine(engine)  # unknown: UnknownNameError with the closest name
     if engine != "event" and (trace or schedule or stragglers):
         what = "--trace" if trace else ("--schedule" if schedule else "--straggler")
         raise InputError(f"{what} needs the event engine", hint="add --engine event")
     if engine == "event":
-        mod = _event_engine()
-        fn = getattr(mod, "estimate", None)
-        if fn is None:
-            raise InputError("the event engine does not provide estimate() yet", hint="use --engine analytical")
-        parsed = tuple(mod.parse_straggler(s) for s in stragglers)
-        return fn(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
-                  schedule=schedule, stragglers=parsed, trace=trace, network=network)
+        from .sim.event import parse_straggler
+
+        parsed = tuple(parse_straggler(s) for s in stragglers)
+        return eng.estimate(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
+                            schedule=schedule, stragglers=parsed, trace=trace, network=network)
     from .sim.analytical import estimate as _est
 
     return _est(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
@@ -183,10 +171,7 @@ def validate(path: str | Path, *, engine: str = "analytical", catalog=None, cata
     after each row)."""
     from .validate import validate_file
 
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}", hint="use analytical or event")
-    if engine == "event":
-        _event_engine()
+    get_engine(engine)
     return validate_file(path, catalog=_catalog(catalog, catalog_paths), engine=engine, progress=progress)
 
 

@@ -375,13 +375,9 @@ def _estimate_row(row: dict[str, str], catalog, engine: str = "analytical"):
     plan = plan_from_row(row)
     check_plan(model, plan)
     system, fabric = _row_hardware(row, catalog)
-    if engine == "analytical":
-        from .sim.analytical import estimate
+    from .sim.engines import get_engine
 
-        return estimate(model, system, fabric, plan, catalog=catalog, check=False)
-    from .api import _event_engine
-
-    return _event_engine().estimate(model, system, fabric, plan, catalog=catalog)
+    return get_engine(engine).estimate(model, system, fabric, plan, catalog=catalog, check=False)
 
 
 PACKAGED_SETS = ("training", "collectives", "serving", "memory")

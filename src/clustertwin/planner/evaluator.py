@@ -8,7 +8,6 @@ tests pass a small fake.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -16,6 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import InputError
+from ..sim.analytical import estimate_batch
+from ..sim.machine import make_hardware
 from .space import Plans
 
 METRICS = ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu")
@@ -86,22 +87,6 @@ class Evaluator(Protocol):
 # ----------------------------------------------------------------------------------------------
 
 
-def _engine_module():
-    try:
-        from ..sim import analytical  # type: ignore[attr-defined]
-    except ImportError as exc:  # the analytical engine is built by another area
-        raise InputError(
-            "the analytical engine (clustertwin.sim.analytical) is not available in this build",
-            hint="install a ClusterTwin build that includes clustertwin.sim, or pass an evaluator to the planner",
-        ) from exc
-    if not hasattr(analytical, "estimate_batch"):
-        raise InputError(
-            "clustertwin.sim.analytical has no estimate_batch() in this build",
-            hint="update ClusterTwin; the planner needs the vectorised analytical engine",
-        )
-    return analytical
-
-
 def resolve_model(name_or_spec: Any) -> Any:
     """A ModelSpec from the workload zoo (or the object itself if it already is one)."""
     if not isinstance(name_or_spec, str):
@@ -120,17 +105,6 @@ def resolve_model(name_or_spec: Any) -> Any:
         "the workload model zoo (clustertwin.workload) is not available in this build",
         hint="install a ClusterTwin build that includes clustertwin.workload",
     )
-
-
-def _kwargs_for(fn: Any, wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep only the keyword arguments ``fn`` accepts (the engine's signature may grow)."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return dict(wanted)
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return dict(wanted)
-    return {k: v for k, v in wanted.items() if k in sig.parameters and v is not None}
 
 
 def normalise(raw: Mapping[str, Any], n: int) -> Evaluation:
@@ -189,12 +163,12 @@ def normalise(raw: Mapping[str, Any], n: int) -> Evaluation:
 _HW_CACHE: dict[tuple, Any] = {}
 
 
-def _hardware(eng_costs: Any, system: Any, fabric: Any, dtype: str, catalog: Any) -> Any:
+def _hardware(system: Any, fabric: Any, dtype: str, catalog: Any) -> Any:
     """The engine's ``Hardware`` for (system, fabric, dtype, catalog), built once per process."""
     key = (system.id, fabric.id, float(fabric.port_bw), dtype, getattr(catalog, "version", None))
     hw = _HW_CACHE.get(key)
     if hw is None:
-        hw = _HW_CACHE[key] = eng_costs.make_hardware(system, fabric, dtype, catalog)
+        hw = _HW_CACHE[key] = make_hardware(system, fabric, dtype, catalog)
     return hw
 
 
@@ -238,35 +212,20 @@ class AnalyticalEvaluator:
     @property
     def memory_capacity_bytes(self) -> float:
         """What a plan may fill: the engine's figure (driver-reported HBM less the fragmentation reserve)."""
-        hw = self._hw(None)
-        return float(hw.hbm_bytes) if hw is not None else self.system.accelerator.memory_capacity_bytes
+        return float(self._hw().hbm_bytes)
 
     def _fabric(self) -> Any:
         return oversubscribed(self.fabric, self.oversubscription, self.system)
 
-    def _hw(self, eng: Any) -> Any:
-        try:
-            from ..sim import costs
-        except ImportError:
-            return None
-        return _hardware(costs, self.system, self._fabric(), self.dtype, self.catalog)
+    def _hw(self) -> Any:
+        return _hardware(self.system, self._fabric(), self.dtype, self.catalog)
 
     def _call(self, plans: Plans) -> Mapping[str, Any]:
-        eng = _engine_module()
-        fn = eng.estimate_batch
-        arrays = dict(plans)
-        kwargs = _kwargs_for(
-            fn,
-            {
-                "seq_len": self.seq_len,
-                "global_batch": self.global_batch,
-                "dtype": self.dtype,
-                "catalog": self.catalog,
-                "hardware": self._hw(eng),
-                **self.extra,
-            },
-        )
-        return fn(self.model, self.system, self._fabric(), arrays, **kwargs)
+        # every engine option (the stack's flash/overlap/grad-reduce/CP/SP settings) goes to the engine;
+        # one it does not take is a TypeError, never silently dropped
+        return estimate_batch(self.model, self.system, self._fabric(), dict(plans), seq_len=self.seq_len,
+                              global_batch=self.global_batch, dtype=self.dtype, catalog=self.catalog,
+                              hardware=self._hw(), **self.extra)
 
     def memory_bytes(self, plans: Plans) -> np.ndarray:
         """Peak memory per GPU for pruning before timing: the workload memory model
@@ -278,7 +237,7 @@ class AnalyticalEvaluator:
         from ..workload.stacks import resolve_stack
 
         n = int(np.asarray(plans["tp"]).size)
-        hw = self._hw(_engine_module())
+        hw = self._hw()
         tp = np.asarray(plans["tp"])
         out = plan_memory(
             self.model, {**plans, "global_batch": self.global_batch, "mb_group": plans.get("microbatch_group"),
