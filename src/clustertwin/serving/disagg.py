@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..errors import InputError
+from ..sim.comm import achieved_bandwidths
 from .analytical import ServingEstimate, Workload, decode_pass, decode_phase, prefill_phase
 from .phases import Deployment, Instance, build_instance, kv_bytes_per_token
 
@@ -49,11 +50,13 @@ def kv_transfer(inst: Instance, input_len: float, same_domain: bool) -> tuple[fl
     """Seconds to move one prompt's KV cache from a prefill GPU to a decode GPU, and the fabric used."""
     hw = inst.hw
     nbytes = input_len * kv_bytes_per_token(inst.model, inst.kv_elem_bytes)
+    up_bw, nic_bw = achieved_bandwidths(hw)  # what the collectives price with (hardware view + NCCL fractions)
+    v = hw.view
     if same_domain and hw.domain > 1:
-        return nbytes / hw.up_bw + hw.up_lat, f"{hw.system.scaleup.name} (scale-up)"
-    # one prefill rank's KV goes out over its attention-TP group's NICs
-    bw = hw.nic_bw * max(inst.attn_tp, 1)
-    return nbytes / bw + hw.net_lat, f"{hw.scaleout.name} (RDMA)"
+        return nbytes / up_bw + v.scaleup_latency_s, f"{hw.system.scaleup.name} (scale-up)"
+    # one prefill rank's KV goes out over its attention-TP group's NICs (end host + leaf-spine-leaf path)
+    bw = nic_bw * max(inst.attn_tp, 1)
+    return nbytes / bw + v.nic_latency_s + 3 * v.hop_latency_s, f"{hw.scaleout.name} (RDMA)"
 
 
 def _pools(prefill: Instance, decode: Instance, wl: Workload, tps_per_user: float = 0.0):
