@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .sim.machine import uncalibrated_note  # noqa: F401  (re-exported)
 from .workload.model import ModelSpec
 from .workload.plan import ParallelPlan, check_plan, make_plan
 from .workload.stacks import FrameworkStack, SoftwareStack, stack_for_framework
@@ -341,17 +342,6 @@ def _row_hardware(row: dict[str, str], catalog):
     if acc and acc != system.accelerator.id:
         system = replace(system, accelerator=catalog.accelerator(acc))
     return system, fabric
-
-
-def uncalibrated_note(acc_id: str) -> str:
-    """"uncalibrated efficiency (assumed)" for a chip whose step efficiencies were never fitted to
-    measurements (not listed in workload/data/efficiency.yaml ``chips``), else ""."""
-    from .sim.machine import efficiency_table as _efficiency_table
-
-    if acc_id in (_efficiency_table().get("chips") or {}):
-        return ""
-    return (f"uncalibrated efficiency (assumed): {acc_id} has no fitted step efficiencies; "
-            "the defaults of workload/data/efficiency.yaml are used")
 
 
 def row_notes(row: dict[str, str], catalog) -> str:

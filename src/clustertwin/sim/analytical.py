@@ -33,6 +33,7 @@ from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
 from ..workload.rules import plan_mask
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
+from .machine import uncalibrated_note
 from .result import StepResult
 
 BREAKDOWN = (
@@ -325,8 +326,6 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
         "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
         bandwidth_assumption(hw),
     ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()]
-    from ..validate import uncalibrated_note
-
     flag = uncalibrated_note(system.accelerator.id)
     if flag:
         assumptions.insert(0, flag)

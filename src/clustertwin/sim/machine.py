@@ -121,3 +121,12 @@ def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalo
         hbm_bytes=acc.memory_capacity_bytes * (1.0 - eff.memory_reserve_fraction),
         domain=view.devices_per_domain, catalog=catalog, network=network,
     )
+
+
+def uncalibrated_note(acc_id: str) -> str:
+    """"uncalibrated efficiency (assumed)" for a chip whose step efficiencies were never fitted to
+    measurements (not listed in workload/data/efficiency.yaml ``chips``), else ""."""
+    if acc_id in (efficiency_table().get("chips") or {}):
+        return ""
+    return (f"uncalibrated efficiency (assumed): {acc_id} has no fitted step efficiencies; "
+            "the defaults of workload/data/efficiency.yaml are used")
