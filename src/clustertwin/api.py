@@ -102,16 +102,27 @@ def load_scenario(path: str | Path, *, catalog=None, catalog_paths=(), overrides
     )
 
 
-def network_model(network: str = "analytical", *, routing: str = "ecmp", seed: int = 0, topology: str | None = None,
-                  oversubscription: float = 1.0, fail_links: int = 0):
+def network_model(network: str = "analytical", *, routing: str | None = None, seed: int = 0,
+                  topology: str | None = None, oversubscription: float = 1.0, fail_links: int = 0):
     """``None`` for the analytical network, or a ``FlowNetwork`` (``--network flow``) that adds the
-    scale-out contention the flow-level fabric simulator finds to every collective of the step."""
+    scale-out contention the flow-level fabric simulator finds to every collective of the step.
+
+    The analytical network has no routing, topology choice or failed links: asking for one is refused
+    with the reason (never silently ignored). ``oversubscription`` means the leaf down:up ratio in both:
+    the flow model builds that fabric; the analytical one takes the worst case (``oversubscribed_scenario``).
+    """
     if network not in NETWORKS:
         from .errors import UnknownNameError
 
         raise UnknownNameError("network model", network, NETWORKS)
     if network == "analytical":
+        unused = [f for f, v in (("--routing", routing), ("--topology", topology), ("--fail-links", fail_links)) if v]
+        if unused:
+            raise InputError(f"{unused[0]} needs --network flow: the analytical network model has no routing, "
+                             "topology or link failures (only the flow-level fabric simulator models them)",
+                             hint=f"add --network flow, or drop {', '.join(unused)}")
         return None
+    routing = routing or "ecmp"
     from .collectives.flow import FlowNetwork
     from .fabric import ROUTINGS, Faults
 
@@ -129,6 +140,25 @@ def network_model(network: str = "analytical", *, routing: str = "ecmp", seed: i
     if fail_links:
         topo["faults"] = Faults(random_links=int(fail_links), seed=int(seed))
     return FlowNetwork(routing=routing, seed=int(seed), topology=tuple(sorted(topo.items())))
+
+
+def oversubscribed_fabric(system: Any, fabric: Any, oversubscription: float) -> Any:
+    """``fabric`` on an ``oversubscription``:1 leaf as the analytical network sees it: the worst case,
+    each NIC at 1/o of its rate on the fabric (the same rule as ``plan --oversubscription``)."""
+    if oversubscription < 1:
+        raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 is full bisection, 2 is 2:1")
+    from .planner.evaluator import oversubscribed
+
+    return oversubscribed(fabric, oversubscription, system)
+
+
+def oversubscribed_scenario(scenario: Scenario, oversubscription: float) -> Scenario:
+    """The scenario with ``oversubscribed_fabric`` (unchanged at 1)."""
+    if oversubscription == 1:
+        return scenario
+    from dataclasses import replace
+
+    return replace(scenario, fabric=oversubscribed_fabric(scenario.system, scenario.fabric, oversubscription))
 
 
 def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = False, schedule: str | None = None,

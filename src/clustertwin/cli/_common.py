@@ -55,9 +55,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON do
 # `--network flow` (contention from the flow-level fabric simulator), shared by `collective` and `estimate`.
 StackOpt = Annotated[str | None, typer.Option("--stack", help="Software stack: megatron-core (default) | megatron-lm-2021 | megatron-lm-2022 | pytorch-fsdp (clustertwin stacks lists what each can do).")]
 NetworkOpt = Annotated[str, typer.Option("--network", help="analytical (default) | flow: add the scale-out contention the flow-level fabric simulator finds (routing, oversubscription, failures).")]
-RoutingOpt = Annotated[str, typer.Option("--routing", help="With --network flow: ecmp | adaptive | spray.")]
+RoutingOpt = Annotated[str | None, typer.Option("--routing", help="With --network flow: ecmp (default) | adaptive | spray.")]
 NetTopologyOpt = Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane (default: the fabric simulator's).")]
-NetOversubOpt = Annotated[float, typer.Option("--oversubscription", help="With --network flow: leaf down:up ratio (>= 1).")]
+NetOversubOpt = Annotated[float, typer.Option("--oversubscription", help="Leaf down:up ratio (>= 1): --network flow builds that fabric; the analytical network takes the worst case (each NIC at 1/ratio), as plan does.")]
 FailLinksOpt = Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables (seeded).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")]
 CatalogOpt = Annotated[

@@ -37,7 +37,7 @@ def collective_cmd(
     algo: Annotated[str, typer.Option("--algo", help="auto (NCCL's choice) | ring | tree | nvls | collnet | hier | pat | direct | pxn | pairwise")] = "auto",
     dtype: Annotated[str, typer.Option("--dtype", help="Element type for the count column (nccl-tests -d): float, half, bfloat16 ...")] = "float",
     network: NetworkOpt = "analytical",
-    routing: RoutingOpt = "ecmp",
+    routing: RoutingOpt = None,
     topology: NetTopologyOpt = None,
     oversubscription: NetOversubOpt = 1.0,
     fail_links: FailLinksOpt = 0,
@@ -88,14 +88,15 @@ def collective_cmd(
             f"{g} ranks per domain is more than {system} has ({per_dom})",
             hint=f"use --domains {math.ceil(gpus / per_dom)} or fewer --gpus",
         )
-    results = sweep(op, size_arr, gpus, g, spec, fab, algo_n, cat)
-    from ..api import network_model
+    from ..api import network_model, oversubscribed_fabric
 
     net = network_model(network, routing=routing, seed=seed, topology=topology, oversubscription=oversubscription,
                         fail_links=fail_links)
+    priced_fab = oversubscribed_fabric(spec, fab, oversubscription) if net is None else fab
+    results = sweep(op, size_arr, gpus, g, spec, priced_fab, algo_n, cat)
     if net is not None:
         results = _flow_results(results, op, size_arr, gpus, g, spec, fab, net)
-        algo_n = f"{algo_n} + scale-out contention from the flow simulator ({routing})"
+        algo_n = f"{algo_n} + scale-out contention from the flow simulator ({net.routing})"
     rows = []
     for r in results:
         d = r.to_dict()

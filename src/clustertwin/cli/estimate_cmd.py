@@ -128,7 +128,7 @@ def estimate_cmd(
     schedule: Annotated[str | None, typer.Option("--schedule", help="Pipeline schedule for --engine event: 1f1b | interleaved | zb-h1 | gpipe.")] = None,
     straggler: Annotated[list[str] | None, typer.Option("--straggler", help="Event engine straggler, e.g. 'stage=3,compute=1.2' (repeatable).")] = None,
     network: NetworkOpt = "analytical",
-    routing: RoutingOpt = "ecmp",
+    routing: RoutingOpt = None,
     topology: NetTopologyOpt = None,
     oversubscription: NetOversubOpt = 1.0,
     fail_links: FailLinksOpt = 0,
@@ -179,6 +179,8 @@ def estimate_cmd(
         sc = api.build_scenario(model=model, system=system, gpus=gpus, fabric=fabric, catalog=cat, **kw)
     net = api.network_model(network, routing=routing, seed=seed, topology=topology, oversubscription=oversubscription,
                             fail_links=fail_links)
+    if net is None:
+        sc = api.oversubscribed_scenario(sc, oversubscription)
     r = api.simulate(sc, engine=engine, trace=trace is not None, schedule=schedule, stragglers=tuple(straggler or ()),
                      network=net)
     if trace is not None:
