@@ -187,7 +187,8 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
     reasons = plan_problems(model, plan)
     if reasons:
         raise InputError(f"plan cannot run {model.id}: " + reasons[0],
-                         hint="; ".join(reasons[1:]) if len(reasons) > 1 else "adjust the parallel degrees")
+                         hint="; ".join(reasons[1:]) if len(reasons) > 1
+                         else "adjust the parallel degrees, or --zero / --recompute / --stack for a stack limit")
 
 
 def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
