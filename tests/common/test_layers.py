@@ -21,8 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 BASELINE = Path(__file__).with_name("mypy_baseline.txt")
 
 
+INSTALL = "import-linter and mypy are in the test extra: run  .venv/bin/pip install -e '.[test]'"
+
+
 def test_import_layers_kept():
     exe = Path(sys.executable).with_name("lint-imports")
+    assert exe.exists(), INSTALL
     p = subprocess.run([str(exe), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "0 broken" in p.stdout
@@ -31,6 +35,7 @@ def test_import_layers_kept():
 def _mypy_errors(cache: Path) -> Counter:
     p = subprocess.run([sys.executable, "-m", "mypy", "src/clustertwin", "--no-error-summary", "--cache-dir", str(cache)],
                        cwd=ROOT, capture_output=True, text=True)
+    assert "No module named mypy" not in p.stderr, INSTALL
     assert p.returncode in (0, 1), p.stdout[-2000:] + p.stderr[-2000:]  # 2: mypy itself failed
     lines = [re.sub(r"^(\S+?):\d+(:\d+)?: ", r"\1: ", ln) for ln in p.stdout.splitlines()]
     return Counter(ln for ln in lines if ": error: " in ln)
