@@ -97,10 +97,15 @@ class StepModel:
         hw = self._hardware()
         dom = max(1, min(int(per_domain), hw.domain))
         hw2 = replace(hw, domain=dom)
-        if spread and self.inv.oversubscription > 1:
-            hw2 = replace(hw2, nic_bw=hw.nic_bw / self.inv.oversubscription)
         if spread:
-            hw2 = replace(hw2, net_lat=hw.net_lat + 2 * hw.scaleout.hop_latency_s)
+            # a job spread over leaves: its NICs share the leaf uplinks (worst case, as plan
+            # --oversubscription) and every network path has two more switch hops
+            from ..hardware import resolve_hardware
+            from ..planner.evaluator import oversubscribed
+
+            fab = oversubscribed(hw.scaleout, self.inv.oversubscription, hw.system)
+            fab = replace(fab, nic_latency_s=fab.nic_latency_s + 2 * fab.hop_latency_s)
+            hw2 = replace(hw2, scaleout=fab, view=resolve_hardware(hw.system, fab))
         c = self.inv.cluster
         seq = plan.pop("seq_len")
         out = estimate_batch(model, c.system, c.fabric, plan, seq_len=seq, hardware=hw2, catalog=self.catalog)
