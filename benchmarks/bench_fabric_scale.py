@@ -1,5 +1,5 @@
 """Fabric simulator at 10K-100K GPUs: ``fabric all_to_all`` (1 GiB per rank, defaults of the CLI:
-32 sampled shift phases, PXN, rail-optimised 3-tier fabric) per routing, wall time and peak RSS
+32 sampled shift phases, PXN, rail-optimised fabric, 2 or 3 tiers) per routing, wall time and peak RSS
 of each run in its own process, and the growth exponent of wall time from the smallest to the
 largest size.
 
