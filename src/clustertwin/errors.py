@@ -39,9 +39,18 @@ class UnknownNameError(InputError):
         self.name = name
         super().__init__(
             f"unknown {kind} {name!r}",
-            hint=hint or f"known {kind}s: {', '.join(known[:40])}{' ...' if len(known) > 40 else ''}",
+            hint=hint or f"known {plural(kind)}: {', '.join(known[:40])}{' ...' if len(known) > 40 else ''}",
             suggestions=close,
         )
+
+
+def plural(noun: str) -> str:
+    """English plural of the last word of ``noun`` ("policy" -> "policies", "switch" -> "switches")."""
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"
 
 
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:

@@ -48,3 +48,10 @@ def test_internal_error_text_is_not_markup(capsys, monkeypatch):
     code, _, err = _run(capsys, ["estimate", "--model", "llama3-8b", "--system", "hgx-h100", "--gpus", "8"])
     assert code == 1
     assert "[/] broken [red]thing" in err
+
+
+def test_unknown_name_hint_pluralises():
+    from clustertwin.errors import UnknownNameError
+
+    assert "known policies:" in UnknownNameError("policy", "fifp", ["fifo", "tas"]).hint
+    assert "known systems:" in UnknownNameError("system", "hgx", ["hgx-h100"]).hint

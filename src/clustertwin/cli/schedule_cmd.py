@@ -173,7 +173,10 @@ def replay_cmd(
 
     inv = _inventory(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
     jt = _jobs(jobs, inv, seed, load)
-    res = replay(jt, inv, policy, seed=seed, fault_scale=faults, queueing=queueing)
+    from .render import progress_bar
+
+    with progress_bar(f"replay {policy}", unit="jobs", enabled=not json_) as bar:
+        res = replay(jt, inv, policy, seed=seed, fault_scale=faults, queueing=queueing, progress=bar)
     if jobs_csv is not None:
         _write_jobs_csv(jobs_csv, [res])
     stored = _store([res], inv, jt.source, db) if store else None
@@ -227,7 +230,12 @@ def compare_cmd(
         gang_policy(p)
     inv = _inventory(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
     jt = _jobs(jobs, inv, seed, load)
-    results = [replay(jt, inv, p, seed=seed, fault_scale=faults, queueing=queueing) for p in names]
+    from .render import progress_bar
+
+    results = []
+    for p in names:
+        with progress_bar(f"replay {p}", unit="jobs", enabled=not json_) as bar:
+            results.append(replay(jt, inv, p, seed=seed, fault_scale=faults, queueing=queueing, progress=bar))
     if jobs_csv is not None:
         _write_jobs_csv(jobs_csv, results)
     stored = _store(results, inv, jt.source, db) if store else None

@@ -242,11 +242,13 @@ def node_failure_rate(inv: Inventory, params_paths=()) -> tuple[float, float, fl
 
 # ------------------------------------------------------------------------------------ the engine
 def replay(jobs: JobTable, inv: Inventory, policy: str, *, seed: int = 0, fault_scale: float = 0.0,
-           catalog=None, series_points: int = 200, backfill_depth: int = 200, queueing: str = "strict") -> ReplayResult:
+           catalog=None, series_points: int = 200, backfill_depth: int = 200, queueing: str = "strict",
+           progress=None) -> ReplayResult:
     """Replay ``jobs`` under ``policy``. ``queueing``: ``strict`` (a blocked head blocks the queue, FIFO
     order; the default for every policy so that placement is compared at equal queueing) or
     ``besteffort`` (every pending gang is retried each pass, bounded by ``backfill_depth``; Kueue's
-    BestEffortFIFO). ``backfill`` always runs EASY."""
+    BestEffortFIFO). ``backfill`` always runs EASY. ``progress(done, total)``, if given, is called as
+    jobs arrive (about every 1 % of them)."""
     gang_policy(policy)
     if queueing not in ("strict", "besteffort"):
         raise InputError(f"unknown queueing {queueing!r}", hint="strict | besteffort")
@@ -288,6 +290,7 @@ def replay(jobs: JobTable, inv: Inventory, policy: str, *, seed: int = 0, fault_
     useful_gpu_s = 0.0
     alloc = [0]  # GPUs held by running jobs
     pending = [J, 0]  # arrivals not yet seen, repairs not yet done
+    step_report = max(1, J // 100)
 
     events: list[tuple[float, int, int, int, int]] = []
     seq = 0
@@ -503,6 +506,8 @@ def replay(jobs: JobTable, inv: Inventory, policy: str, *, seed: int = 0, fault_
             _, kind, _, i, ep = heapq.heappop(events)
             if kind == ARRIVE:
                 pending[0] -= 1
+                if progress is not None and (pending[0] % step_report == 0 or not pending[0]):
+                    progress(J - pending[0], J)
                 queue.append(i)
                 changed = True
             elif kind == END:
