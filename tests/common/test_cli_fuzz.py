@@ -246,6 +246,7 @@ def command_argv(draw):
 @settings(FUZZ, max_examples=150)
 @example(["estimate", "--model", "llama3-8b", "--system", "[/x]", "--gpus", "8"])
 @example(["collective", "all_reduce", "--system", "hgx-h100", "--sizes", "8:1M:nan"])
+@example(["serve", "estimate", "--model", "llama3-8b", "--system", "hgx-h100", "--pp", "0"])  # was ZeroDivisionError
 @given(argv=command_argv())
 def test_cli_arguments_keep_the_exit_code_contract(tmp_path, argv):
     _check([a.replace("{tmp}", str(tmp_path)) for a in argv])

@@ -65,6 +65,9 @@ def resolve(req: ServeRequest, catalog=None):
                      weights_dtype=req.weights_dtype, kv_dtype=req.kv_dtype, max_batch=req.max_batch,
                      max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
                      prefix_hit_rate=req.prefix_hit_rate)
+    for name in ("tp", "ep", "pp"):  # before anything divides by the GPUs of one instance
+        if getattr(dep, name) < 1:
+            raise InputError(f"--{name} must be >= 1, got {getattr(dep, name)}", hint=f"pass --{name} 1 or more")
     for name in ("max_batch", "max_num_tokens", "spec_tokens", "gpus", "prefill_tp", "prefill_ep"):
         if getattr(req, name) < 0:
             raise InputError(f"--{name.replace('_', '-')} must not be negative, got {getattr(req, name)}",
