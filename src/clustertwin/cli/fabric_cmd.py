@@ -199,21 +199,27 @@ def fabric_cmd(
         console.print(t)
         return
 
+    from .render import progress_bar
+
     def run_once(f, stragglers=None):
+        with progress_bar(f"fabric {what_k} ({routing_k})", unit="phases", enabled=not json_) as bar:
+            return _run_once(f, stragglers, bar)
+
+    def _run_once(f, stragglers, bar):
         if what_k == "matrix":
             if matrix is None:
                 raise InputError("`fabric matrix` needs --matrix FILE", hint="CSV with header src,dst,bytes[,start_s]")
             return simulate_phases(f, [read_matrix(matrix, n_gpus)], routing=routing_k, seed=seed, pxn=pxn,
-                                   channels=channels)
+                                   channels=channels, progress=bar)
         if what_k == "step":
             d = dp or n_gpus // (tp * pp)
             if d < 1 or tp * pp * d > n_gpus:
                 raise InputError(f"tp*pp*dp = {tp * pp * (dp or 0)} does not fit {n_gpus} GPUs")
             phases = step_phases(tp=tp, pp=pp, dp=d, ranks_per_domain=sysm.devices_per_domain, grad_bytes=size_b,
                                  act_bytes=float(parse_size(act_size)), microbatches=microbatches)
-            return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn, channels=channels)
+            return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn, channels=channels, progress=bar)
         return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases,
-                                   window=window, channels=channels, stragglers=stragglers)
+                                   window=window, channels=channels, stragglers=stragglers, progress=bar)
 
     run = run_once(fab, dict(faults.stragglers) or None)
     out = {**header, **_run_summary(run, size_b if what_k in _BUS else None, what_k, n_gpus, top)}

@@ -256,8 +256,11 @@ def simulate_phases(
     gpu_of_rank: np.ndarray | None = None,
     stragglers: dict[int, float] | None = None,
     channels: int = 1,
+    progress=None,
 ) -> FabricRun:
     """Simulate phases that run back to back (one program alone on the fabric).
+
+    ``progress(done, total)``, if given, is called with the number of phases simulated so far.
 
     Each phase is simulated once as its own block (all blocks in one vectorised event loop) and
     its time multiplied by ``repeat``. ``stragglers`` (rank -> delay s) delay the flows their rank
@@ -321,6 +324,8 @@ def simulate_phases(
     # stream the phases in chunks of about `_CHUNK_FLOWS` flows: memory stays bounded at any size,
     # small fabrics still advance many phases in one vectorised loop
     for lo, hi in _chunks([b[0].size * c for b in blocks], _CHUNK_FLOWS):
+        if progress is not None:
+            progress(lo, n_blocks)
         nb = hi - lo
         src = np.concatenate([blocks[i][0] for i in range(lo, hi)])
         dst = np.concatenate([blocks[i][1] for i in range(lo, hi)])
@@ -409,6 +414,7 @@ def simulate_collective(
     stragglers: dict[int, float] | None = None,
     gpu_of_rank: np.ndarray | None = None,
     channels: int = 1,
+    progress=None,
 ) -> FabricRun:
     """A collective over ``n_ranks`` (default: every GPU) with ``ranks_per_domain`` ranks per domain."""
     lay = fab.layout
@@ -419,7 +425,7 @@ def simulate_collective(
         r = np.arange(n)
         gpu_of_rank = (r // g) * lay.devices_per_domain + r % g
     return simulate_phases(fab, phases, routing=routing, seed=seed, pxn=pxn, gpu_of_rank=gpu_of_rank,
-                           stragglers=stragglers, channels=channels)
+                           stragglers=stragglers, channels=channels, progress=progress)
 
 
 # ----------------------------------------------------------------------------- multi-tenancy
