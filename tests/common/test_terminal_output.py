@@ -8,20 +8,8 @@ import io
 
 import pytest
 
-from clustertwin.cli import main
+from cli_runner import run_cli as run
 from clustertwin.cli._common import console
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 BOX = set("━─│┃┏┓┗┛┡┩╇╈┳┻╭╮╰╯")
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from planner_cli_helpers import CliResult, run_cli
+
+from cli_runner import CliResult, run_cli
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustertwin.cli import main
+from cli_runner import run_cli as run
 from clustertwin.report import svg
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,15 +20,6 @@ EXPECTED_CHARTS = {"topology", "power", "capex", "waterfall", "comm-exposed", "t
                    "accuracy-by-gpu", "serving-pareto"}
 
 
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_scenario_report_has_every_section_and_chart(scenario_report):

@@ -5,19 +5,9 @@ from __future__ import annotations
 import csv
 import json
 
-from clustertwin.cli import main
+from cli_runner import run_cli
 from clustertwin.serving.validation import predict_serving_row, row_inputs
 
-
-def run_cli(capsys, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 QUICK = ("mlperf41-0048-llama2-70b-offline", "trtllm-perf-llama3.1-405b-h100-tp8-fp8-isl5000-osl500",
          "lmsys-h100x32-prefill-ep32-isl4k", "lmsys-gb200-p2-decode-lowprec-isl2k")
 

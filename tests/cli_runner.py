@@ -1,4 +1,4 @@
-"""Run the CLI in-process (fast) with the same exit-code mapping as the installed command."""
+"""Run the CLI in-process (fast) with the same exit-code mapping as the installed command; shared by every test folder (tests/ is on sys.path through its conftest)."""
 
 from __future__ import annotations
 
