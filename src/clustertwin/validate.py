@@ -218,7 +218,7 @@ def _virtual_stages(row: dict[str, str], fw: FrameworkStack | None = None) -> in
 
 # Interleaved micro-batch group (Megatron microbatch_group_size_per_vp_stage, default p): no row prints one,
 # so every row keeps the default. The Llama 3 runs (framework meta-internal) use the paper's "modified
-# interleaved schedule": the paper (arXiv:2407.21783 Sec. 3.3.2) says the schedule "allows setting N
+# interleaved schedule": the paper (Dubey et al. 2024, Sec. 3.3.2) says the schedule "allows setting N
 # flexibly" (N consecutive micro-batches per stage) and that "with these optimizations, we could pre-train
 # Llama 3 on sequences of 8K tokens without activation checkpointing", but it prints neither N nor V.
 # Megatron's warm-up formula is only deadlock-free for N >= p, so N = p is the smallest schedule we can
