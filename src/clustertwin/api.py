@@ -450,8 +450,10 @@ def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_i
 def compare(designs: list[str], *, model: str | None = None, gpus: int | None = None, mfu: float | None = None,
             utilization: float | None = None, pue: float | None = None, price_kwh: float | None = None,
             spares: int | None = None, no_plan: bool = False, defaults: tuple = (), catalog=None,
-            catalog_paths=()) -> dict[str, Any]:
-    """``clustertwin compare --json``'s document for designs ``SYSTEM[xDOMAINS][@FABRIC]`` or scenario files."""
+            catalog_paths=(), global_batch: int | None = None) -> dict[str, Any]:
+    """``clustertwin compare --json``'s document for designs ``SYSTEM[xDOMAINS][@FABRIC]`` or scenario files.
+    ``global_batch`` fixes the planner's batch (sequences) for every design, as a sweep does; without it
+    each design gets the planner's default batch or the nearest one its GPU count can run."""
     from .reliability.compare import compare_designs
     from .reliability.cost import check_cost_inputs
     from .reliability.design import parse_design
@@ -467,6 +469,8 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
         raise InputError(f"--gpus must be positive, got {gpus}", hint="pass a value above zero to --gpus")
     if mfu is not None and not 0 < mfu <= 1:
         raise InputError(f"--mfu must be in (0, 1], got {mfu}")
+    if global_batch is not None and not global_batch > 0:
+        raise InputError(f"--global-batch must be positive, got {global_batch}", hint="sequences per step, e.g. 1024")
     cat = _catalog(catalog, catalog_paths)
     prm = load_params(tuple(defaults or ()))
     ds = [parse_design(x, cat, prm, gpus=gpus) for x in designs]
@@ -484,7 +488,8 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
             omitted = "step time / MFU omitted (--no-plan); pass --mfu to assume one"
         else:
             for d in ds:
-                perf[d.name] = performance(cat, d.system.id, d.num_accelerators, d.fabric.id if d.fabric else None, m.id)
+                perf[d.name] = performance(cat, d.system.id, d.num_accelerators, d.fabric.id if d.fabric else None, m.id,
+                                           global_batch=global_batch)
             errs = [p["error"] for p in perf.values() if p.get("error")]
             if errs and len(errs) == len(ds):
                 omitted = "step time / MFU omitted: " + errs[0]

@@ -98,3 +98,22 @@ def test_compare_gives_step_time_when_gpu_count_does_not_divide_the_default_batc
     assert d["step_time_s"] and d["step_time_s"] > 0
     assert 0 < d["mfu"] < 1
     assert "global batch" in d["performance_basis"]
+
+
+def test_compare_global_batch_fixes_the_planner_batch(capsys):
+    """`compare --global-batch` plans every design at that batch, as a sweep does (issue #19)."""
+    import json
+
+    from clustertwin.cli import main
+
+    try:
+        main(["compare", "hgx-h100x16", "--model", "llama3-8b", "--global-batch", "256", "--json"])
+    except SystemExit as e:
+        assert not e.code
+    d = json.loads(capsys.readouterr().out)["designs"][0]
+    assert "global batch 256" in d["performance_basis"]
+    assert d["plan"]["dp"] * d["plan"]["micro_batch"] <= 256
+    try:
+        main(["compare", "hgx-h100x16", "--model", "llama3-8b", "--global-batch", "0"])
+    except SystemExit as e:
+        assert e.code == 2

@@ -274,6 +274,7 @@ def compare_cmd(
     model: Annotated[str | None, typer.Option("--model", help="Model for goodput, step time and tokens per dollar.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", help="Accelerators per design when a design gives no xDOMAINS.")] = None,
     mfu: Annotated[float | None, typer.Option("--mfu", help="Assumed MFU instead of the planner's step time.")] = None,
+    global_batch: Annotated[int | None, typer.Option("--global-batch", help="Sequences per step for the planner (as in a sweep); default: the planner's, adjusted per design.")] = None,
     utilization: Annotated[float | None, typer.Option("--utilization", help="Accelerator load, 0..1.")] = None,
     pue: Annotated[float | None, typer.Option("--pue", help="Power usage effectiveness (>= 1).")] = None,
     price_kwh: Annotated[float | None, typer.Option("--price-kwh", help="Energy price, USD per kWh.")] = None,
@@ -287,7 +288,7 @@ def compare_cmd(
     from .. import api
 
     # the checks and the comparison live in the facade, so the web app gets the same errors
-    out = api.compare(designs, model=model, gpus=gpus, mfu=mfu, utilization=utilization, pue=pue, price_kwh=price_kwh,
+    out = api.compare(designs, model=model, gpus=gpus, mfu=mfu, global_batch=global_batch, utilization=utilization, pue=pue, price_kwh=price_kwh,
                       spares=spares, no_plan=no_plan, defaults=tuple(defaults or ()), catalog=catalog_from(catalog))
     if json_:
         emit_json(out)
