@@ -96,6 +96,14 @@ FabricOpt = Annotated[str | None, typer.Option("--fabric", help="scale-out fabri
 TopoOpt = Annotated[str, typer.Option("--topology", help="scale-out topology: rail | fat-tree | dual-plane")]
 OversubOpt = Annotated[float, typer.Option("--oversubscription", help="leaf down:up ratio (1 = full bisection)")]
 UnhealthyOpt = Annotated[int, typer.Option("--unhealthy-per-domain", help="nodes (trays) per NVLink domain that are not schedulable (GB200 field report: 2 of 18)")]
+# Options shared by `replay` and `compare` (one declaration, one meaning).
+QueueingOpt = Annotated[str, typer.Option("--queueing", help="strict (a blocked head blocks the queue) | besteffort")]
+FaultsOpt = Annotated[float, typer.Option("--faults", help="node failures at this multiple of the reliability model's rate (0 = none)")]
+ReplaySeedOpt = Annotated[int, typer.Option("--seed", help="seed for generated jobs, unhealthy trays and failures")]
+LoadOpt = Annotated[float, typer.Option("--load", help="llm:N only: offered load (fraction of the cluster's GPU-seconds)")]
+JobsCsvOpt = Annotated[Path | None, typer.Option("--jobs-csv", help="write the per-job results (placement, times, penalty; every policy) to this CSV")]
+DbOpt = Annotated[Path | None, typer.Option("--db", help="results database (default: the per-user one)")]
+StoreOpt = Annotated[bool, typer.Option("--store/--no-store", help="store the run(s) in --db (default on)")]
 
 
 def _inventory(cluster: str, domains: int, fabric: str | None, topology: str, oversubscription: float,
@@ -144,6 +152,15 @@ def _store(results, inv, jobs_src: str, db: Path | None) -> dict | None:
         return None
 
 
+def _replay(jt, inv, policy: str, *, seed: int, faults: float, queueing: str, bar: bool):
+    """One policy's replay, with a progress bar on stderr (none for --json or when stderr is no terminal)."""
+    from ..scheduler.replay import replay
+    from .render import progress_bar
+
+    with progress_bar(f"replay {policy}", unit="jobs", enabled=bar) as progress:
+        return replay(jt, inv, policy, seed=seed, fault_scale=faults, queueing=queueing, progress=progress)
+
+
 @schedule_app.command("replay")
 def replay_cmd(
     jobs: Annotated[str, typer.Argument(help="job file (YAML or CSV, see docs/scheduler.md) or llm:N to generate N LLM-cluster jobs")],
@@ -154,13 +171,13 @@ def replay_cmd(
     oversubscription: OversubOpt = 1.0,
     unhealthy_per_domain: UnhealthyOpt = 0,
     policy: Annotated[str, typer.Option("--policy", help="fifo | backfill | priority | binpack | tas | slurm-block | dra")] = "tas",
-    queueing: Annotated[str, typer.Option("--queueing", help="strict (a blocked head blocks the queue) | besteffort")] = "strict",
-    faults: Annotated[float, typer.Option("--faults", help="node failures at this multiple of the reliability model's rate (0 = none)")] = 0.0,
-    seed: Annotated[int, typer.Option("--seed", help="seed for generated jobs, unhealthy trays and failures")] = 0,
-    load: Annotated[float, typer.Option("--load", help="llm:N only: offered load (fraction of the cluster's GPU-seconds)")] = 0.9,
-    jobs_csv: Annotated[Path | None, typer.Option("--jobs-csv", help="write the per-job results (placement, times, penalty) to this CSV")] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="results database (default: the per-user one)")] = None,
-    store: Annotated[bool, typer.Option("--store/--no-store", help="store the run in --db (default on)")] = True,
+    queueing: QueueingOpt = "strict",
+    faults: FaultsOpt = 0.0,
+    seed: ReplaySeedOpt = 0,
+    load: LoadOpt = 0.9,
+    jobs_csv: JobsCsvOpt = None,
+    db: DbOpt = None,
+    store: StoreOpt = True,
     per_job: Annotated[bool, typer.Option("--per-job/--no-per-job", help="--json: include the per-job records")] = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -169,14 +186,9 @@ def replay_cmd(
 
     Example: clustertwin schedule replay llm:10000 --cluster gb200-nvl72 --domains 256 --unhealthy-per-domain 2 --policy tas
     """
-    from ..scheduler.replay import replay
-
     inv = _inventory(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
     jt = _jobs(jobs, inv, seed, load)
-    from .render import progress_bar
-
-    with progress_bar(f"replay {policy}", unit="jobs", enabled=not json_) as bar:
-        res = replay(jt, inv, policy, seed=seed, fault_scale=faults, queueing=queueing, progress=bar)
+    res = _replay(jt, inv, policy, seed=seed, faults=faults, queueing=queueing, bar=not json_)
     if jobs_csv is not None:
         _write_jobs_csv(jobs_csv, [res])
     stored = _store([res], inv, jt.source, db) if store else None
@@ -207,13 +219,13 @@ def compare_cmd(
     oversubscription: OversubOpt = 1.0,
     unhealthy_per_domain: UnhealthyOpt = 0,
     policies: Annotated[str, typer.Option("--policies", help="comma-separated gang policies")] = "fifo,backfill,priority,binpack,tas,slurm-block,dra",
-    queueing: Annotated[str, typer.Option("--queueing", help="strict | besteffort")] = "strict",
-    faults: Annotated[float, typer.Option("--faults", help="node failure rate multiple (0 = none)")] = 0.0,
-    seed: Annotated[int, typer.Option("--seed", help="seed")] = 0,
-    load: Annotated[float, typer.Option("--load", help="llm:N only: offered load")] = 0.9,
-    jobs_csv: Annotated[Path | None, typer.Option("--jobs-csv", help="per-job results of every policy to this CSV")] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="results database")] = None,
-    store: Annotated[bool, typer.Option("--store/--no-store", help="store the runs in --db (default on)")] = True,
+    queueing: QueueingOpt = "strict",
+    faults: FaultsOpt = 0.0,
+    seed: ReplaySeedOpt = 0,
+    load: LoadOpt = 0.9,
+    jobs_csv: JobsCsvOpt = None,
+    db: DbOpt = None,
+    store: StoreOpt = True,
     json_: JsonOpt = False,
 ) -> None:
     """Several policies on one trace and one cluster, side by side.
@@ -221,7 +233,6 @@ def compare_cmd(
     Example: clustertwin schedule compare llm:2000 --cluster gb200-nvl72 --domains 64 --policies fifo,tas,dra
     """
     from ..scheduler.policies import gang_policy
-    from ..scheduler.replay import replay
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     if not names:
@@ -230,12 +241,7 @@ def compare_cmd(
         gang_policy(p)
     inv = _inventory(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
     jt = _jobs(jobs, inv, seed, load)
-    from .render import progress_bar
-
-    results = []
-    for p in names:
-        with progress_bar(f"replay {p}", unit="jobs", enabled=not json_) as bar:
-            results.append(replay(jt, inv, p, seed=seed, fault_scale=faults, queueing=queueing, progress=bar))
+    results = [_replay(jt, inv, p, seed=seed, faults=faults, queueing=queueing, bar=not json_) for p in names]
     if jobs_csv is not None:
         _write_jobs_csv(jobs_csv, results)
     stored = _store(results, inv, jt.source, db) if store else None
