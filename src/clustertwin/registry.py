@@ -1,4 +1,12 @@
-"""String-keyed registries that suggest close matches for unknown names."""
+"""String-keyed registries that suggest close matches for unknown names.
+
+Every pluggable piece is registered in one: training-step engines (``sim/engines.py``), collective
+algorithms (``collectives/core.py``, one registry per collective), fabric routing policies
+(``fabric/routing.py``) and software stacks (``workload/stacks.py``). A piece is registered when its module
+is imported, so a missing one is an import error at start-up, never a silent switch to something else; an
+unknown name is an :class:`~clustertwin.errors.UnknownNameError` that names the closest registered ones.
+Listings keep the order of registration (the order the registering module gives them).
+"""
 
 from __future__ import annotations
 
@@ -27,23 +35,32 @@ class Registry(Generic[T]):
 
         return deco
 
-    def get(self, name: str) -> T:
+    def remove(self, name: str) -> T:
+        """Take ``name`` out again (for tests and plugins that replace a piece)."""
+        return self._items.pop(name)
+
+    def get(self, name: str, *, hint: str | None = None) -> T:
         try:
             return self._items[name]
         except KeyError:
-            raise UnknownNameError(self.kind, name, self._items) from None
+            raise UnknownNameError(self.kind, name, self._items, hint=hint) from None
+
+    __getitem__ = get
 
     def __contains__(self, name: object) -> bool:
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._items))
+        return iter(list(self._items))
 
     def __len__(self) -> int:
         return len(self._items)
 
     def items(self) -> list[tuple[str, T]]:
-        return sorted(self._items.items())
+        return list(self._items.items())
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return list(self._items)
+
+    def values(self) -> list[T]:
+        return list(self._items.values())

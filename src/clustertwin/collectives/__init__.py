@@ -20,11 +20,14 @@ from .core import (
     ALGORITHMS,
     AUTO,
     OPS,
+    Algorithm,
     CollectiveResult,
+    auto_algorithms,
     busbw_factor,
     collective_time,
     estimate_collective,
     normalize_op,
+    register_algorithm,
     sweep,
 )
 from .p2p import effective_bandwidth, ep_alltoall_time, pp_p2p_time
@@ -44,8 +47,10 @@ __all__ = [
     "ALGORITHMS",
     "AUTO",
     "OPS",
+    "Algorithm",
     "CollectiveParams",
     "CollectiveResult",
+    "auto_algorithms",
     "busbw_factor",
     "collective_time",
     "effective_bandwidth",
@@ -54,6 +59,7 @@ __all__ = [
     "normalize_op",
     "pp_p2p_time",
     "predict_busbw_row",
+    "register_algorithm",
     "resolve_params",
     "sweep",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from ..errors import InputError, UnknownNameError
 from ..hardware import ScaleOutTech, SystemSpec
+from ..registry import Registry
 from . import model as M
 from .params import PROTOCOLS, CollectiveParams, resolve_params
 
@@ -28,42 +30,106 @@ _OP_ALIASES = {
     "p2p": "send_recv",
 }
 
-# op -> algorithm -> model function(P, S, n, g) -> times of shape (3 protocols, ...)
-ALGORITHMS: dict[str, dict[str, Any]] = {
-    "all_reduce": {
-        "ring": lambda P, S, n, g: M.ring(P, "ar", S, n, g),
-        "tree": M.tree,
-        "nvls": M.nvls,
-        "collnet": M.collnet,
-        "hier": M.hierarchical,
-    },
-    "all_gather": {"ring": lambda P, S, n, g: M.ring(P, "ag", S, n, g), "pat": M.pat},
-    "reduce_scatter": {"ring": lambda P, S, n, g: M.ring(P, "ag", S, n, g), "pat": M.pat},
-    "broadcast": {"ring": lambda P, S, n, g: M.ring(P, "bc", S, n, g)},
-    "reduce": {"ring": lambda P, S, n, g: M.ring(P, "bc", S, n, g)},
-    "all_to_all": {"direct": M.alltoall_direct, "pxn": M.alltoall_pxn, "pairwise": M.alltoall_pairwise},
-    "send_recv": {"p2p": M.sendrecv},
-}
-# What NCCL itself considers by default (no NCCL_ALGO): CollNet needs the SHARP plugin and
+@dataclass(frozen=True, slots=True)
+class Algorithm:
+    """One collective algorithm, registered in ``ALGORITHMS[op]``.
+
+    ``time(P, S, n, g)`` -> seconds of shape ``(3 protocols, ...)`` (bandwidths only from
+    ``CollectiveParams``); ``auto``: NCCL considers it by itself (no NCCL_ALGO); ``available(P, n, g,
+    forced)`` -> bool mask of the layouts it can run (``None``: every layout), raising ``InputError`` with
+    the reason when it is forced where the hardware cannot run it at all; ``aliases``: other names users
+    type for it.
+    """
+
+    op: str
+    name: str
+    time: Callable[..., Any]
+    auto: bool = True
+    available: Callable[..., Any] | None = None
+    aliases: tuple[str, ...] = ()
+
+
+def _nvls_available(P: CollectiveParams, n, g, forced: bool):
+    g2, d = M._domains(n, g)
+    if not P.nvls_ok:
+        if forced:
+            raise InputError(
+                f"NVLS (NVLink SHARP) is not available on {P.system_id}",
+                hint="NVLS needs NVSwitch multicast/reduction (Hopper or newer NVLink switches); use ring or tree",
+            )
+        return np.zeros_like(d, dtype=bool)
+    return (g2 >= 2) if forced else (g2 >= P.nvls_min_ranks)
+
+
+def _collnet_available(P: CollectiveParams, n, g, forced: bool):
+    _, d = M._domains(n, g)
+    if not P.sharp_ok:
+        if forced:
+            raise InputError(
+                f"in-network reduction (SHARP/CollNet) is not available on fabric {P.fabric_id}",
+                hint="pick an InfiniBand fabric with SHARP, e.g. --fabric ib-ndr-400g",
+            )
+        return np.zeros_like(d, dtype=bool)
+    return d > 1
+
+
+def _pat_available(P: CollectiveParams, n, g, forced: bool):
+    g2, d = M._domains(n, g)
+    return (g2 <= 1) & (d > 1)
+
+
+# op -> registry of its algorithms, in the order NCCL's tuner considers them (ties keep the first).
+# What NCCL itself considers by default (auto=True): CollNet needs the SHARP plugin and
 # NCCL_COLLNET_ENABLE=1, hierarchical 2-D is not an NCCL algorithm, pairwise is not NCCL's all-to-all.
-AUTO: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "nvls"),
-    "all_gather": ("ring", "pat"),
-    "reduce_scatter": ("ring", "pat"),
-    "broadcast": ("ring",),
-    "reduce": ("ring",),
-    "all_to_all": ("direct", "pxn"),
-    "send_recv": ("p2p",),
-}
-_ALGO_ALIASES = {
-    "nvlstree": "nvls",
-    "nvlink-sharp": "nvls",
-    "sharp": "collnet",
-    "collnetdirect": "collnet",
-    "2d": "hier",
-    "hierarchical": "hier",
-    "pxn": "pxn",
-}
+ALGORITHMS: dict[str, Registry[Algorithm]] = {op: Registry(f"algorithm for {op}") for op in OPS}
+
+
+def register_algorithm(algorithm: Algorithm) -> Algorithm:
+    """Add ``algorithm`` to ``ALGORITHMS[algorithm.op]`` (a name registered twice is an error)."""
+    return ALGORITHMS[algorithm.op].add(algorithm.name, algorithm)
+
+
+def auto_algorithms(op: str) -> tuple[Algorithm, ...]:
+    """The algorithms NCCL's own choice (``algo=auto``) takes the minimum over, in registration order."""
+    return tuple(a for a in ALGORITHMS[op].values() if a.auto)
+
+
+for _alg in (
+    Algorithm("all_reduce", "ring", lambda P, S, n, g: M.ring(P, "ar", S, n, g)),
+    Algorithm("all_reduce", "tree", M.tree),
+    Algorithm("all_reduce", "nvls", M.nvls, available=_nvls_available, aliases=("nvlstree", "nvlink-sharp")),
+    Algorithm("all_reduce", "collnet", M.collnet, auto=False, available=_collnet_available,
+              aliases=("sharp", "collnetdirect")),
+    Algorithm("all_reduce", "hier", M.hierarchical, auto=False, aliases=("2d", "hierarchical")),
+    Algorithm("all_gather", "ring", lambda P, S, n, g: M.ring(P, "ag", S, n, g)),
+    Algorithm("all_gather", "pat", M.pat, available=_pat_available),
+    Algorithm("reduce_scatter", "ring", lambda P, S, n, g: M.ring(P, "ag", S, n, g)),
+    Algorithm("reduce_scatter", "pat", M.pat, available=_pat_available),
+    Algorithm("broadcast", "ring", lambda P, S, n, g: M.ring(P, "bc", S, n, g)),
+    Algorithm("reduce", "ring", lambda P, S, n, g: M.ring(P, "bc", S, n, g)),
+    Algorithm("all_to_all", "direct", M.alltoall_direct),
+    Algorithm("all_to_all", "pxn", M.alltoall_pxn),
+    Algorithm("all_to_all", "pairwise", M.alltoall_pairwise, auto=False),
+    Algorithm("send_recv", "p2p", M.sendrecv, aliases=("ring", "direct")),
+):
+    register_algorithm(_alg)
+del _alg
+
+
+class _AutoNames(Mapping[str, tuple[str, ...]]):
+    """``AUTO[op]``: the names of :func:`auto_algorithms` (read-only view of the registries)."""
+
+    def __getitem__(self, op: str) -> tuple[str, ...]:
+        return tuple(a.name for a in auto_algorithms(op))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(OPS)
+
+    def __len__(self) -> int:
+        return len(OPS)
+
+
+AUTO: Mapping[str, tuple[str, ...]] = _AutoNames()
 
 BUSBW_FACTOR_DOC = "nccl-tests doc/PERFORMANCE.md: AR 2(n-1)/n; AG, RS, AlltoAll (n-1)/n; Bcast, Reduce, SendRecv 1"
 
@@ -82,18 +148,19 @@ def normalize_op(op: str) -> str:
 
 
 def normalize_algo(op: str, algo: str) -> str:
+    """Canonical name of ``algo`` among ``op``'s registered algorithms (or ``auto``); aliases accepted."""
     a = str(algo).strip().lower()
-    a = _ALGO_ALIASES.get(a, a)
     if a == "auto":
         return a
     known = ALGORITHMS[op]
-    if op == "send_recv" and a in ("ring", "direct"):
-        return "p2p"
-    if a not in known:
-        raise UnknownNameError(
-            f"algorithm for {op}", str(algo), (*known, "auto"), hint=f"{op} supports: auto, {', '.join(known)}"
-        )
-    return a
+    if a in known:
+        return a
+    for alg in known.values():
+        if a in alg.aliases:
+            return alg.name
+    raise UnknownNameError(
+        f"algorithm for {op}", str(algo), (*known, "auto"), hint=f"{op} supports: auto, {', '.join(known)}"
+    )
 
 
 def busbw_factor(op: str, n):
@@ -107,31 +174,6 @@ def busbw_factor(op: str, n):
     else:
         f = np.ones_like(n)
     return float(f) if f.ndim == 0 else f
-
-
-def _availability(op: str, algo: str, P: CollectiveParams, n, g, forced: bool):
-    g2, d = M._domains(n, g)
-    if algo == "nvls":
-        if not P.nvls_ok:
-            if forced:
-                raise InputError(
-                    f"NVLS (NVLink SHARP) is not available on {P.system_id}",
-                    hint="NVLS needs NVSwitch multicast/reduction (Hopper or newer NVLink switches); use ring or tree",
-                )
-            return np.zeros_like(d, dtype=bool)
-        return (g2 >= 2) if forced else (g2 >= P.nvls_min_ranks)
-    if algo == "collnet":
-        if not P.sharp_ok:
-            if forced:
-                raise InputError(
-                    f"in-network reduction (SHARP/CollNet) is not available on fabric {P.fabric_id}",
-                    hint="pick an InfiniBand fabric with SHARP, e.g. --fabric ib-ndr-400g",
-                )
-            return np.zeros_like(d, dtype=bool)
-        return d > 1
-    if algo == "pat":
-        return (g2 <= 1) & (d > 1)
-    return np.ones_like(d, dtype=bool)
 
 
 def _prepare(size_bytes, n_ranks, ranks_per_domain):
@@ -158,13 +200,15 @@ def evaluate(op: str, S, n, g, P: CollectiveParams, algo: str = "auto"):
     """
     op = normalize_op(op)
     algo = normalize_algo(op, algo)
-    names = AUTO[op] if algo == "auto" else (algo,)
+    forced = algo != "auto"
+    algs = (ALGORITHMS[op].get(algo),) if forced else auto_algorithms(op)
+    names = tuple(a.name for a in algs)
     ts, ps = [], []
-    for name in names:
-        t3 = ALGORITHMS[op][name](P, S, n, g)
+    for alg in algs:
+        t3 = alg.time(P, S, n, g)
         t3 = np.broadcast_to(t3, (3, *np.shape(S)))
-        avail = _availability(op, name, P, n, g, forced=algo != "auto")
-        t3 = np.where(avail, t3, np.inf)
+        if alg.available is not None:
+            t3 = np.where(alg.available(P, n, g, forced), t3, np.inf)
         ps.append(np.argmin(t3, axis=0))
         ts.append(np.min(t3, axis=0))
     t = np.stack(ts)
