@@ -124,12 +124,9 @@ def network_model(network: str = "analytical", *, routing: str | None = None, se
         return None
     routing = routing or "ecmp"
     from .collectives.flow import FlowNetwork
-    from .fabric import ROUTINGS, Faults
+    from .fabric import Faults, check_routing
 
-    if routing not in ROUTINGS:
-        from .errors import UnknownNameError
-
-        raise UnknownNameError("routing", routing, ROUTINGS)
+    routing = check_routing(routing)
     if oversubscription < 1:
         raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 is full bisection, 2 is 2:1")
     if fail_links < 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .engine import alone_rates, max_min_rates, simulate_flows
 from .faults import Faults, apply_faults
-from .routing import ROUTINGS, check_routing, flow_hash, route
+from .routing import ROUTING_POLICIES, ROUTINGS, RoutingPolicy, check_routing, flow_hash, route
 from .simulate import (
     Fabric,
     FabricRun,
@@ -35,6 +35,8 @@ __all__ = [
     "COLLECTIVES",
     "KINDS",
     "ROUTINGS",
+    "ROUTING_POLICIES",
+    "RoutingPolicy",
     "TIER_NAMES",
     "Fabric",
     "FabricRun",

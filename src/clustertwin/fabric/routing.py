@@ -23,23 +23,46 @@ Entry ``A[f, l]`` is the fraction of flow ``f``'s rate that crosses link ``l``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError, UnknownNameError
+from ..registry import Registry
 from .engine import to_padded
 from .topology import FabricTopology
 
-ROUTINGS = ("ecmp", "adaptive", "spray")
+
+@dataclass(frozen=True, slots=True)
+class RoutingPolicy:
+    """One routing policy, registered in ``ROUTING_POLICIES``.
+
+    ``paths(topo, src, dst, a, b, offset, n_cols, seed, salt)`` -> dense ``(F, K)`` link ids (``-1`` =
+    padding) and weights (``None``: 1 on every link) for flows ``src -> dst`` whose leaves are ``a -> b``
+    (``offset``: each flow's block offset into the link ids; see :func:`route_padded`).
+    """
+
+    name: str
+    description: str
+    paths: Callable[..., tuple[np.ndarray, np.ndarray | None]]
+    aliases: tuple[str, ...] = ()
+
+
+ROUTING_POLICIES: Registry[RoutingPolicy] = Registry("routing")
 
 
 def check_routing(name: str) -> str:
+    """The registered policy's name for ``name`` (aliases accepted); unknown names suggest the closest."""
     key = name.strip().lower().replace("_", "-")
-    aliases = {"packet-spraying": "spray", "spraying": "spray", "ar": "adaptive"}
-    key = aliases.get(key, key)
-    if key not in ROUTINGS:
-        raise UnknownNameError("routing", name, ROUTINGS, hint="routing is one of ecmp, adaptive, spray")
-    return key
+    if key in ROUTING_POLICIES:
+        return key
+    for pol in ROUTING_POLICIES.values():
+        if key in pol.aliases:
+            return pol.name
+    known = ROUTING_POLICIES.names()
+    raise UnknownNameError("routing", name, known, hint=f"routing is one of {', '.join(known)}")
 
 
 def _disconnected(src: int, dst: int) -> InputError:
@@ -124,64 +147,78 @@ def route_padded(
     if np.any(src == dst):
         i = int(np.nonzero(src == dst)[0][0])
         raise InputError(f"flow {i} goes from endpoint {src[i]} to itself", hint="drop flows whose source is the destination")
-    a = topo.endpoint_leaf[src]
-    b = topo.endpoint_leaf[dst]
+    offset = block * NL
+    return ROUTING_POLICIES.get(routing).paths(topo, src, dst, topo.endpoint_leaf[src], topo.endpoint_leaf[dst],
+                                               offset, n_cols, seed, salt)
+
+
+def _route_adaptive(topo: FabricTopology, src, dst, a, b, offset, n_cols, seed, salt):
+    return _bundled(topo, src, dst, a, b, offset)
+
+
+def _route_spray(topo: FabricTopology, src, dst, a, b, offset, n_cols, seed, salt):
+    cap = topo.capacity
+    if topo.uniform_switch_links and np.all(cap[: topo.n_links] > 0):
+        return _bundled(topo, src, dst, a, b, offset)
+    # non-uniform fabric: explicit fractional weights per (src, dst) class of valid paths
+    F = src.size
+    rows, cols, vals = [], [], []
+    cache: dict[tuple[int, int, int], tuple] = {}
+    for f in range(F):
+        s_, d_ = int(src[f]), int(dst[f])
+        key = (int(a[f]), int(b[f]), _nic_mask(topo, s_, d_))
+        hit = cache.get(key)
+        if hit is None:
+            cand = _class_candidates(topo, key[0], key[1], s_, d_)
+            if cand.shape[0] == 0:
+                raise _disconnected(s_, d_)
+            # NIC columns are stored relative to the first flow of the class; rebase per flow
+            sw = cand[:, 1:5]
+            ids, cnt = np.unique(sw[sw >= 0], return_counts=True)
+            nic_pl = (cand[:, 0] // topo.plane_links)
+            pl_ids, pl_cnt = np.unique(nic_pl, return_counts=True)
+            hit = (ids, cnt / cand.shape[0], pl_ids, pl_cnt / cand.shape[0])
+            cache[key] = hit
+        ids, wts, pl_ids, pl_w = hit
+        nic = np.concatenate([topo.nic_up(s_, pl_ids), topo.nic_down(d_, pl_ids)])
+        c = np.concatenate([ids, nic]) + offset[f]
+        rows.append(np.full(c.size, f))
+        cols.append(c)
+        vals.append(np.concatenate([wts, pl_w, pl_w]))
+    m = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(F, n_cols))
+    m.sum_duplicates()
+    return to_padded(m, -1)
+
+
+def _route_ecmp(topo: FabricTopology, src, dst, a, b, offset, n_cols, seed, salt):
     planes = topo.shape.planes
     cap = topo.capacity
-    offset = block * NL
-
-    if routing == "adaptive" or (routing == "spray" and topo.uniform_switch_links and np.all(cap[: topo.n_links] > 0)):
-        return _bundled(topo, src, dst, a, b, offset)
-    if routing == "spray":
-        # non-uniform fabric: explicit fractional weights per (src, dst) class of valid paths
-        rows, cols, vals = [], [], []
-        cache: dict[tuple[int, int, int], tuple] = {}
-        for f in range(F):
-            s_, d_ = int(src[f]), int(dst[f])
-            key = (int(a[f]), int(b[f]), _nic_mask(topo, s_, d_))
-            hit = cache.get(key)
-            if hit is None:
-                cand = _class_candidates(topo, key[0], key[1], s_, d_)
-                if cand.shape[0] == 0:
-                    raise _disconnected(s_, d_)
-                # NIC columns are stored relative to the first flow of the class; rebase per flow
-                sw = cand[:, 1:5]
-                ids, cnt = np.unique(sw[sw >= 0], return_counts=True)
-                nic_pl = (cand[:, 0] // topo.plane_links)
-                pl_ids, pl_cnt = np.unique(nic_pl, return_counts=True)
-                hit = (ids, cnt / cand.shape[0], pl_ids, pl_cnt / cand.shape[0])
-                cache[key] = hit
-            ids, wts, pl_ids, pl_w = hit
-            nic = np.concatenate([topo.nic_up(s_, pl_ids), topo.nic_down(d_, pl_ids)])
-            c = np.concatenate([ids, nic]) + offset[f]
-            rows.append(np.full(c.size, f))
-            cols.append(c)
-            vals.append(np.concatenate([wts, pl_w, pl_w]))
-        m = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(F, n_cols))
-        m.sum_duplicates()
-        return to_padded(m, -1)
-
     n_plane_paths = topo.n_paths(a, b)
     u = flow_hash(seed, src, dst, salt)
-    if routing == "ecmp":
-        idx = np.minimum((u * n_plane_paths * planes).astype(np.int64), n_plane_paths * planes - 1)
-        plane, path = idx // n_plane_paths, idx % n_plane_paths
-        lk = topo.path_links(src, dst, path, plane)
-        bad = np.any((lk >= 0) & (cap[np.maximum(lk, 0)] <= 0), axis=1)
-        if bad.any():
-            cache: dict[tuple[int, ...], np.ndarray] = {}
-            for f in np.nonzero(bad)[0]:
-                key = (int(a[f]), int(b[f]), int(src[f]), int(dst[f]))
-                cand = cache.get(key)
-                if cand is None:
-                    cand = cache[key] = _class_candidates(topo, *key)
-                if cand.shape[0] == 0:
-                    raise _disconnected(int(src[f]), int(dst[f]))
-                lk[f] = cand[min(int(u[f] * cand.shape[0]), cand.shape[0] - 1)]
-        lk = np.where(lk >= 0, lk + offset[:, None], -1)
-        return lk, None
+    idx = np.minimum((u * n_plane_paths * planes).astype(np.int64), n_plane_paths * planes - 1)
+    plane, path = idx // n_plane_paths, idx % n_plane_paths
+    lk = topo.path_links(src, dst, path, plane)
+    bad = np.any((lk >= 0) & (cap[np.maximum(lk, 0)] <= 0), axis=1)
+    if bad.any():
+        cache: dict[tuple[int, ...], np.ndarray] = {}
+        for f in np.nonzero(bad)[0]:
+            key = (int(a[f]), int(b[f]), int(src[f]), int(dst[f]))
+            cand = cache.get(key)
+            if cand is None:
+                cand = cache[key] = _class_candidates(topo, *key)
+            if cand.shape[0] == 0:
+                raise _disconnected(int(src[f]), int(dst[f]))
+            lk[f] = cand[min(int(u[f] * cand.shape[0]), cand.shape[0] - 1)]
+    lk = np.where(lk >= 0, lk + offset[:, None], -1)
+    return lk, None
 
-    raise AssertionError(routing)  # pragma: no cover
+
+ROUTING_POLICIES.add("ecmp", RoutingPolicy("ecmp", "per-flow hashing onto one equal-cost path", _route_ecmp))
+ROUTING_POLICIES.add("adaptive", RoutingPolicy("adaptive", "per-packet adaptive routing (InfiniBand AR, Spectrum-X)",
+                                               _route_adaptive, aliases=("ar",)))
+ROUTING_POLICIES.add("spray", RoutingPolicy("spray", "oblivious packet spraying over every valid equal-cost path",
+                                            _route_spray, aliases=("packet-spraying", "spraying")))
+ROUTINGS = tuple(ROUTING_POLICIES.names())  # the shipped policies (a later registration: ROUTING_POLICIES)
 
 
 def _bundled(topo: FabricTopology, src, dst, a, b, offset) -> tuple[np.ndarray, np.ndarray]:

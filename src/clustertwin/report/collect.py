@@ -40,7 +40,6 @@ STEP_GROUPS = (  # breakdown keys -> waterfall components (order = the order the
     ("overhead", ("overhead",)),
 )
 MEMORY_ORDER = ("weights", "gradients", "optimizer", "activations", "logits", "runtime")
-ROUTINGS = ("ecmp", "adaptive", "spray")
 FABRIC_MIN_DOMAINS = 64  # below this most single-system fabrics fit one leaf and routing cannot matter
 
 
@@ -244,7 +243,7 @@ def _alternative_fabric(sc: Any) -> str | None:
 
 
 def fabric_part(sc: Any, domains: int | None = None, size_bytes: float = float(1 << 30), seed: int = 0) -> dict[str, Any]:
-    from ..fabric import make_fabric, simulate_collective
+    from ..fabric import ROUTING_POLICIES, make_fabric, simulate_collective
     from ..fabric.topology import TIER_NAMES
 
     n_dom = max(domains or 0, -(-sc.plan.num_gpus // sc.system.devices_per_domain))
@@ -256,7 +255,7 @@ def fabric_part(sc: Any, domains: int | None = None, size_bytes: float = float(1
     runs: dict[str, Any] = {}
     heat: dict[str, Any] = {}
     for op in ("all_to_all", "all_reduce"):
-        for r in ROUTINGS:
+        for r in ROUTING_POLICIES.names():
             run = simulate_collective(fab, op, size_bytes, routing=r, seed=seed)
             runs[f"{op}:{r}"] = {"op": op, "routing": r, "time_s": run.time_s, "ideal_time_s": run.ideal_time_s,
                                  "efficiency": run.efficiency, "tiers": run.tier_summary(), "hottest": run.hottest(8)}
