@@ -11,11 +11,12 @@ preset names the document its settings are read from; nothing here is fitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from ..errors import InputError, UnknownNameError
+from ..registry import Registry
 
 # the settings a stack fixes that a ParallelPlan carries and the engines take as keywords
 ENGINE_OPTION_KEYS = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel", "stack")
@@ -71,7 +72,17 @@ class SoftwareStack:
 
 DEFAULT_STACK = "megatron-core"
 
-STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
+# The presets, in the order listings show them (`plan --list-stacks`). A preset that shares a framework's
+# settings with another is written as that one with what differs replaced.
+STACKS: Registry[SoftwareStack] = Registry("software stack")
+
+
+def register_stack(stack: SoftwareStack) -> SoftwareStack:
+    """Add a preset (an id registered twice is an error)."""
+    return STACKS.add(stack.id, stack)
+
+
+_MEGATRON_CORE = register_stack(
     SoftwareStack(
         id="megatron-core",
         description="Megatron-Core / Megatron-Bridge performance recipes (2024-26): FlashAttention, overlapped "
@@ -81,7 +92,8 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
                "docs/performance-summary-archive.md @067f987 (shared/validation rows mbridge-*)",
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "selective", "full"),
-    ),
+    ))
+_MEGATRON_LM_2021 = register_stack(
     SoftwareStack(
         id="megatron-lm-2021",
         description="Megatron-LM as in Narayanan et al. SC'21: unfused attention, no overlap, FP32 gradient "
@@ -95,16 +107,17 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
         # code held more than the formula, so "none" would be offered where it did not fit.
         flash_attention=False, overlap=False, grad_reduce_bytes=4, zero_stages=(0,),
         recompute=("full",), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
-    ),
-    SoftwareStack(
-        id="megatron-lm-2022",
-        description="Megatron-LM as in Korthikanti et al. 2022: the 2021 stack plus sequence parallelism and "
-                    "selective recompute",
-        source="Korthikanti et al., 'Reducing Activation Recomputation in Large Transformer Models', "
-               "arXiv:2205.05198 Sec. 4-5",
-        flash_attention=False, overlap=False, grad_reduce_bytes=4, zero_stages=(0,),
-        recompute=("none", "selective", "full"), context_parallel=False, uneven_pipeline=False,
-    ),
+    ))
+register_stack(replace(
+    _MEGATRON_LM_2021,
+    id="megatron-lm-2022",
+    description="Megatron-LM as in Korthikanti et al. 2022: the 2021 stack plus sequence parallelism and "
+                "selective recompute",
+    source="Korthikanti et al., 'Reducing Activation Recomputation in Large Transformer Models', "
+           "arXiv:2205.05198 Sec. 4-5",
+    recompute=("none", "selective", "full"), sequence_parallel=True,
+))
+register_stack(
     SoftwareStack(
         id="pytorch-fsdp",
         description="PyTorch FSDP stack as in Llama 3 (4D parallelism): FlashAttention, overlapped communication, "
@@ -114,18 +127,18 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
                "states and gradients', 'reduce-scatter gradients in FP32', 'all-gather based' CP)",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
         recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp1",
-    ),
-    SoftwareStack(
-        id="megatron-bridge",
-        description="Megatron-Bridge (NeMo) performance recipes on Megatron-Core: FlashAttention/cuDNN attention, "
-                    "TE communication overlap, CUDA graphs, BF16 gradient reduce-scatter, distributed optimizer "
-                    "or Megatron-FSDP",
-        source="NVIDIA-NeMo/Megatron-Bridge scripts/performance recipes (grad_reduce_in_fp32=False, "
-               "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True, "
-               "use_megatron_fsdp for the FSDP recipes); docs/performance-summary.md",
-        flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
-        recompute=("none", "selective", "full"),
-    ),
+    ))
+register_stack(replace(
+    _MEGATRON_CORE,  # the same engine settings as Megatron-Core
+    id="megatron-bridge",
+    description="Megatron-Bridge (NeMo) performance recipes on Megatron-Core: FlashAttention/cuDNN attention, "
+                "TE communication overlap, CUDA graphs, BF16 gradient reduce-scatter, distributed optimizer "
+                "or Megatron-FSDP",
+    source="NVIDIA-NeMo/Megatron-Bridge scripts/performance recipes (grad_reduce_in_fp32=False, "
+           "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True, "
+           "use_megatron_fsdp for the FSDP recipes); docs/performance-summary.md",
+))
+register_stack(
     SoftwareStack(
         id="deepspeed-zero3-2021",
         description="DeepSpeed ZeRO-3 (2021) on the Megatron-DeepSpeed GPT model: unfused attention, parameters "
@@ -141,7 +154,8 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
         # independent of the GPU count) moves at ~one HDR NIC per GPU (4 x 350 GB / 66.8 s = 21 GB/s),
         # i.e. rings whose hops all cross the network. fsdp_overlap is FITTED (efficiency.yaml `fitted`).
         fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=0.7, fsdp_flat_ring=True,
-    ),
+    ))
+register_stack(
     SoftwareStack(
         id="llm-foundry",
         description="MosaicML llm-foundry (Composer + PyTorch FSDP1, FULL_SHARD or SHARD_GRAD_OP): FlashAttention "
@@ -155,7 +169,8 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
         # llm-foundry's 2023 MPT blocks ran FlashAttention v1 / Triton kernels, which FlashAttention-2
         # outruns by 1.7-3.0x (FA v1) and 1.3-2.5x (Triton) (Dao, arXiv:2307.08691 Sec. 4.1): 1/1.7 taken
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
-    ),
+    ))
+register_stack(
     SoftwareStack(
         id="torchtitan",
         description="torchtitan: PyTorch FSDP2 (per-parameter sharding, implicit prefetch of the next block) + "
@@ -169,16 +184,15 @@ STACKS: dict[str, SoftwareStack] = {s.id: s for s in (
         # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
         # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
         selective_recompute="half-forward", loss_bytes_per_logit=10.0,
-    ),
-)}
+    ))
 
 
 def get_stack(name: str | None) -> SoftwareStack:
     """The preset called ``name`` (default: Megatron-Core); unknown names suggest the closest ones."""
     key = (name or DEFAULT_STACK).strip().lower()
     if key not in STACKS:
-        raise UnknownNameError("software stack", name or "", tuple(STACKS))
-    return STACKS[key]
+        raise UnknownNameError("software stack", name or "", STACKS.names())
+    return STACKS.get(key)
 
 
 # implementation constants a catalog overlay may set per preset (calibration: {stack_efficiency: {ID: {...}}})
@@ -187,8 +201,6 @@ STACK_OVERLAY_KEYS = ("fsdp_overlap", "attention_kernel_speed")
 
 def resolve_stack(name: str | None, catalog: Any = None) -> SoftwareStack:
     """The preset ``name`` with the catalog's ``stack_efficiency`` calibration for it applied."""
-    from dataclasses import replace
-
     st = get_stack(name)
     overlay = catalog.calibration_for("stack_efficiency", st.id) if catalog is not None and hasattr(
         catalog, "calibration_for") else None
