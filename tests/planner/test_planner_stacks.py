@@ -39,7 +39,14 @@ def test_a_knob_the_stack_lacks_is_a_clear_error(catalog):
     opts = SpaceOptions(fixed={"zero": (1,)})
     with pytest.raises(InputError) as exc:
         plan(PlanRequest(**REQ, stack="megatron-lm-2021", options=opts), catalog)
-    assert "not available on the megatron-lm-2021 stack" in exc.value.message and "--stack" in exc.value.hint
+    assert "--stack" in exc.value.hint
+    # worded by the one plan rule: the same sentence `estimate` gives for a plan with ZeRO-1 on that stack
+    from clustertwin.workload.plan import make_plan
+    from clustertwin.workload.rules import plan_problems
+
+    p = make_plan(gpus=64, tp=8, pp=8, global_batch=64, seq_len=2048, zero=1, stack="megatron-lm-2021")
+    assert exc.value.message in plan_problems(api.resolve_model("gpt3-175b"), p, get_stack("megatron-lm-2021"))
+    assert exc.value.message == "the megatron-lm-2021 stack offers ZeRO stage(s) 0, not 1"
 
 
 def test_planner_and_estimate_agree_on_one_plan_per_stack(catalog):

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..workload.rules import plan_mask
+from ..workload.rules import plan_mask, stack_problems
 
 AXES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
 RECOMPUTE = ("none", "selective", "full")
@@ -125,19 +125,12 @@ def with_stack(opts: SpaceOptions, stack: Any) -> SpaceOptions:
     """
     from dataclasses import replace
 
-    fixed_names = {"zero": [str(z) for z in opts.fixed.get("zero", ())],
-                   "recompute": [RECOMPUTE[r] for r in opts.fixed.get("recompute", ())]}
-    offered = {"zero": [str(z) for z in stack.zero_stages], "recompute": list(stack.recompute)}
-    for axis, names in fixed_names.items():
-        for name in names:
-            if name not in offered[axis]:
-                raise InputError(
-                    f"--{axis} {name} is not available on the {stack.id} stack (it offers {axis} "
-                    f"{', '.join(offered[axis])})",
-                    hint=f"drop --{axis}, pick one of those, or choose another --stack",
-                )
-    if not stack.context_parallel and any(c > 1 for c in opts.fixed.get("cp", ())):
-        raise InputError(f"the {stack.id} stack has no context parallelism", hint="use --cp 1 or another --stack")
+    problems = stack_problems(stack, zero=opts.fixed.get("zero", ()), recompute=opts.fixed.get("recompute", ()),
+                              cp=opts.fixed.get("cp", ()))
+    if problems:
+        raise InputError(problems[0],
+                         hint="drop the fixed --zero / --recompute / --cp value, pick one the stack offers, "
+                              "or choose another --stack")
     zero = tuple(z for z in opts.zero_stages if z in stack.zero_stages) or tuple(stack.zero_stages)
     rc = tuple(r for r in opts.recompute if r in stack.recompute) or tuple(stack.recompute)
     return replace(opts, zero_stages=zero, recompute=rc, max_cp=opts.max_cp if stack.context_parallel else 1,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -142,6 +142,21 @@ def plan_mask(model: ModelSpec, plans: Mapping[str, Any], seq_len: int, stack: A
     for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):
         ok &= np.asarray(r.ok(model, a, int(seq_len), stack), dtype=bool)
     return ok
+
+
+def stack_problems(stack: Any, *, zero: Any = (), recompute: Any = (), cp: Any = ()) -> list[str]:
+    """The stack rules' reasons against option values fixed on their own, before any layout exists
+    (``plan --zero 1 --stack megatron-lm-2021``): ZeRO stages, recompute codes (0/1/2), CP degrees. The
+    same rules and sentences ``plan_problems`` gives for a whole plan."""
+    no_model = cast(ModelSpec, None)  # the stack rules read only the plan and the stack
+    out = []
+    for key, values, rule in (("zero", zero, STACK_RULES[0]), ("recompute", recompute, STACK_RULES[1]),
+                              ("cp", cp, STACK_RULES[2])):
+        for v in values:
+            a = _arrays({key: v})
+            if not bool(np.asarray(rule.ok(no_model, a, 0, stack))):
+                out.append(rule.why(no_model, {k: x.item() for k, x in a.items()}, 0, stack))
+    return out
 
 
 def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
