@@ -49,3 +49,45 @@ def test_collective_algorithm_registry_is_what_runs(catalog):
     finally:
         ALGORITHMS["all_reduce"].remove("test-instant")
     assert collective_time("all_reduce", 1e9, 16, 8, system, fabric) == before
+
+
+def test_routing_policy_registry_is_what_routes(catalog):
+    from clustertwin.fabric import (
+        ROUTING_POLICIES,
+        RoutingPolicy,
+        check_routing,
+        make_fabric,
+        simulate_collective,
+    )
+
+    assert ROUTING_POLICIES.names() == ["ecmp", "adaptive", "spray"]
+    assert check_routing("AR") == "adaptive" and check_routing("packet_spraying") == "spray"
+    with pytest.raises(UnknownNameError) as ei:
+        check_routing("ecmpp")
+    assert "ecmp" in ei.value.suggestions
+    fab = make_fabric(catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g"), 128)
+    adaptive = ROUTING_POLICIES.get("adaptive")
+    ROUTING_POLICIES.add("test-bundles", RoutingPolicy("test-bundles", "adaptive under another name", adaptive.paths))
+    try:
+        got = simulate_collective(fab, "all_to_all", 2**26, routing="test-bundles")
+        ref = simulate_collective(fab, "all_to_all", 2**26, routing="adaptive")
+        assert got.time_s == ref.time_s
+    finally:
+        ROUTING_POLICIES.remove("test-bundles")
+    with pytest.raises(UnknownNameError):
+        simulate_collective(fab, "all_to_all", 2**26, routing="test-bundles")
+
+
+def test_stack_registry():
+    from clustertwin.workload.stacks import STACKS, get_stack, register_stack
+
+    assert isinstance(STACKS, Registry) and STACKS.names()[0] == "megatron-core"
+    assert get_stack(None) is STACKS["megatron-core"] and get_stack(" Torchtitan ") is STACKS["torchtitan"]
+    with pytest.raises(UnknownNameError) as ei:
+        get_stack("torchtitn")
+    assert ei.value.suggestions == ("torchtitan",)
+    with pytest.raises(InputError, match="defined twice"):
+        register_stack(STACKS["torchtitan"])
+    # presets written as another with what differs replaced keep every other setting of that one
+    core, bridge = STACKS["megatron-core"], STACKS["megatron-bridge"]
+    assert bridge.engine_options() | {"stack": "x"} == core.engine_options() | {"stack": "x"}

@@ -97,7 +97,7 @@ def unbuildable(cluster: Any, error: InputError, catalog: Any = None, knobs: tup
                 if fid != fab.id and (f.switch_radix > fab.switch_radix or f.planes > fab.planes)
                 and f.port_bw >= min(fab.port_bw, sysm.nic_bw)]
         fab_opts += [catalog.scaleout[a[3]] for a in sorted(alts)]
-    found: list[tuple[int, int, str]] = []
+    found: list[tuple[int, int, str, bool]] = []  # (changes, preference, words, changes oversubscription)
     for t in tier_opts:
         for tp in topo_opts:
             for fi, f in enumerate(fab_opts):
@@ -117,14 +117,14 @@ def unbuildable(cluster: Any, error: InputError, catalog: Any = None, knobs: tup
                         ([f"--fabric {f.id} ({f'{f.planes} planes' if f.planes > 1 else f'radix {f.switch_radix}'})"]
                          if f else []) + \
                         ([f"--oversubscription {oo:g}"] if oo else [])
-                    found.append((n, order, " + ".join(words)))
+                    found.append((n, order, " + ".join(words), oo is not None))
     if found:
         best_n = min(x[0] for x in found)
         seen_over = False
-        for n, _, text in sorted(found):
+        for n, _, text, changes_over in sorted(found):
             if n != best_n:
                 continue
-            if "--oversubscription" in text and n == 1:  # only the smallest ratio that fits
+            if changes_over and n == 1:  # only the smallest ratio that fits
                 if seen_over:
                     continue
                 seen_over = True

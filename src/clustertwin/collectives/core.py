@@ -49,27 +49,28 @@ class Algorithm:
     aliases: tuple[str, ...] = ()
 
 
+def _unavailable(forced: bool, like, error: InputError):
+    """Hardware without the feature: an error when the algorithm is forced, else no layout can run it."""
+    if forced:
+        raise error
+    return np.zeros_like(like, dtype=bool)
+
+
 def _nvls_available(P: CollectiveParams, n, g, forced: bool):
     g2, d = M._domains(n, g)
     if not P.nvls_ok:
-        if forced:
-            raise InputError(
-                f"NVLS (NVLink SHARP) is not available on {P.system_id}",
-                hint="NVLS needs NVSwitch multicast/reduction (Hopper or newer NVLink switches); use ring or tree",
-            )
-        return np.zeros_like(d, dtype=bool)
+        return _unavailable(forced, d, InputError(
+            f"NVLS (NVLink SHARP) is not available on {P.system_id}",
+            hint="NVLS needs NVSwitch multicast/reduction (Hopper or newer NVLink switches); use ring or tree"))
     return (g2 >= 2) if forced else (g2 >= P.nvls_min_ranks)
 
 
 def _collnet_available(P: CollectiveParams, n, g, forced: bool):
     _, d = M._domains(n, g)
     if not P.sharp_ok:
-        if forced:
-            raise InputError(
-                f"in-network reduction (SHARP/CollNet) is not available on fabric {P.fabric_id}",
-                hint="pick an InfiniBand fabric with SHARP, e.g. --fabric ib-ndr-400g",
-            )
-        return np.zeros_like(d, dtype=bool)
+        return _unavailable(forced, d, InputError(
+            f"in-network reduction (SHARP/CollNet) is not available on fabric {P.fabric_id}",
+            hint="pick an InfiniBand fabric with SHARP, e.g. --fabric ib-ndr-400g"))
     return d > 1
 
 

@@ -40,6 +40,11 @@ from typing import Any
 
 from ..errors import InputError
 
+# SQLite primary result codes (https://www.sqlite.org/rescode.html): read-only, I/O error, corrupt
+# ("malformed"), disk full, not a database -- the file troubles that are the user's to fix
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 8, 10, 11, 13, 26
+_FILE_TROUBLE = frozenset((_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB))
+
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x43547731  # "CTw1": marks a ClusterTwin results database (PRAGMA application_id)
 _OUR_TABLES = {"meta", "sweeps", "chunks", "results"}
@@ -141,11 +146,14 @@ class ResultsStore:
 
     def _damaged(self, exc: sqlite3.Error) -> InputError:
         text = str(exc)
-        if "disk is full" in text or "database or disk is full" in text:
+        # SQLite's result code, never the message text (sqlite3.Error.sqlite_errorcode, Python 3.11+);
+        # the primary code is the low byte of an extended one (https://www.sqlite.org/rescode.html)
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        if code == _SQLITE_FULL:
             return InputError(f"disk full while writing {str(self.path)!r}",
                               hint="free space on that disk (or pass --db on another disk) and rerun; "
                                    "finished chunks are kept and a rerun resumes")
-        if "readonly" in text or "read-only" in text:
+        if code == _SQLITE_READONLY:
             return InputError(f"{str(self.path)!r} is read-only", hint="pass a writable --db path")
         return InputError(f"{str(self.path)!r} is damaged ({text})",
                           hint="recover it with `sqlite3 DB '.recover' | sqlite3 NEW.db`, or pass another --db")
@@ -347,8 +355,8 @@ class ResultsStore:
 
 def _is_file_trouble(exc: sqlite3.Error) -> bool:
     """A full disk, a read-only or a damaged file (the user's to fix), not a constraint or our SQL."""
-    text = str(exc).lower()
-    return any(w in text for w in ("disk is full", "readonly", "read-only", "malformed", "not a database", "disk i/o"))
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    return code in _FILE_TROUBLE
 
 
 def _cell(v: Any) -> Any:
