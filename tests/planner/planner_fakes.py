@@ -6,6 +6,7 @@ numpy out, a breakdown whose parts sum to the step time, memory that falls with 
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -87,8 +88,31 @@ def fake_factory(job, catalog=None):
                          delay_s=float(job.extra.get("delay_s", 0.0)) if job.extra else 0.0)
 
 
+STALL_ENV = "CLUSTERTWIN_TEST_STALL_AFTER"  # "DIR:K": jobs after the K-th (across processes) never finish
+
+
+def _stall_gate() -> None:
+    """Test-only gate of the kill/resume test: each job takes a numbered ticket (an exclusively created
+    file, so the count is exact across worker processes); ticket K and later block until the process is
+    killed. The sweep then stops at a known point whatever the machine's load."""
+    spec = os.environ.get(STALL_ENV)
+    if not spec:
+        return
+    folder, k = spec.rsplit(":", 1)
+    i = 0
+    while True:
+        try:
+            os.close(os.open(os.path.join(folder, f"ticket-{i}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            break
+        except FileExistsError:
+            i += 1
+    while i >= int(k):
+        time.sleep(1.0)
+
+
 def fake_cost(job, catalog=None):
     """Cost and power that grow with the GPU count and fall with oversubscription (test only)."""
+    _stall_gate()
     return 30_000.0 * job.num_gpus * (1.0 + 0.1 / job.oversubscription), 1_000.0 * job.num_gpus
 
 
