@@ -159,14 +159,18 @@ def oversubscribed_scenario(scenario: Scenario, oversubscription: float) -> Scen
 
 
 def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = False, schedule: str | None = None,
-             stragglers: tuple[str, ...] = (), network: Any = None):
+             stragglers: tuple[str, ...] = (), network: Any = None, memory_margin_gb: float | None = None):
     """Step estimate of a scenario with the chosen engine; returns a ``StepResult`` (analytical) or an
     ``EventResult`` (event: adds the critical path, stream utilisation and, with ``trace``, the timeline).
 
     ``schedule`` (1f1b | interleaved | zb-h1 | gpipe) and ``stragglers`` (specs such as
     ``"stage=3,compute=1.2"``) need the event engine. ``network``: ``network_model(...)`` (None =
-    analytical collectives).
+    analytical collectives). ``memory_margin_gb``: GB the fit check keeps free (None: the default,
+    ``workload.rules.DEFAULT_MEMORY_MARGIN_GB``).
     """
+    from .workload.rules import DEFAULT_MEMORY_MARGIN_GB, check_memory_margin
+
+    margin = DEFAULT_MEMORY_MARGIN_GB if memory_margin_gb is None else check_memory_margin(memory_margin_gb)
     eng = get_engine(engine)  # unknown: UnknownNameError with the closest name
     if engine != "event" and (trace or schedule or stragglers):
         what = "--trace" if trace else ("--schedule" if schedule else "--straggler")
@@ -176,21 +180,23 @@ def simulate(scenario: Scenario, *, engine: str = "analytical", trace: bool = Fa
 
         parsed = tuple(parse_straggler(s) for s in stragglers)
         return eng.estimate(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
-                            schedule=schedule, stragglers=parsed, trace=trace, network=network)
+                            schedule=schedule, stragglers=parsed, trace=trace, network=network,
+                            memory_margin_gb=margin)
     from .sim.analytical import estimate as _est
 
     return _est(scenario.model, scenario.system, scenario.fabric, scenario.plan, catalog=scenario.catalog,
-                network=network)
+                network=network, memory_margin_gb=margin)
 
 
-def estimate(scenario: Scenario | str | Path | None = None, *, engine: str = "analytical", **kw: Any):
+def estimate(scenario: Scenario | str | Path | None = None, *, engine: str = "analytical",
+             memory_margin_gb: float | None = None, **kw: Any):
     """Estimate one training step: pass a ``Scenario``, a scenario YAML path, or keyword arguments
     (``model``, ``system``, ``gpus``, ``fabric`` and plan fields such as ``tp``, ``pp``, ``global_batch``)."""
     if scenario is None:
         scenario = build_scenario(**kw)
     elif not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, catalog=kw.pop("catalog", None), overrides=kw)
-    return simulate(scenario, engine=engine)
+    return simulate(scenario, engine=engine, memory_margin_gb=memory_margin_gb)
 
 
 def validate(path: str | Path, *, engine: str = "analytical", catalog=None, catalog_paths=(), progress=None):
@@ -274,20 +280,22 @@ def list_models(model_files: tuple[str, ...] = ()) -> list[str]:
 # The CLI and the web app call these, so the same input gives the same checks and the same errors.
 
 
-def plan_request(*, model: str | None = None, system: str | None = None, gpus: int | None = None,
+def plan_request(*, model: str | ModelSpec | None = None, system: str | None = None, gpus: int | None = None,
                  domains: int | None = None, global_batch: int | None = None, seq_len: int | None = None,
                  fabric: str | None = None, dtype: str = "bf16", oversubscription: float = 1.0, top: int = 5,
                  engine: str = "analytical", tp: int | None = None, pp: int | None = None, dp: int | None = None,
                  cp: int | None = None, ep: int | None = None, vpp: int | None = None, zero: int | None = None,
                  micro_batch: int | None = None, recompute: str | None = None, cross_domain: bool = False,
                  all_variants: bool = False, workers: int = 1, stack: str | None = None,
-                 max_idle_gpus: int | None = None):
+                 max_idle_gpus: int | None = None, memory_margin: float | None = None):
     """The planner request ``clustertwin plan`` builds from its flags (checked), and the defaults used."""
     from .errors import UnknownNameError
     from .planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest
     from .planner.space import RECOMPUTE, SpaceOptions
+    from .workload.rules import DEFAULT_MEMORY_MARGIN_GB, check_memory_margin
     from .workload.stacks import DEFAULT_STACK
 
+    margin = DEFAULT_MEMORY_MARGIN_GB if memory_margin is None else check_memory_margin(memory_margin)
     if not oversubscription >= 1.0:
         raise InputError(f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
                          hint="1 is a non-blocking fat tree; 2 means 2:1")
@@ -310,7 +318,7 @@ def plan_request(*, model: str | None = None, system: str | None = None, gpus: i
                       global_batch=global_batch, seq_len=seq_len, fabric=fabric, dtype=dtype, top_k=top,
                       oversubscription=oversubscription, engine=engine, options=opts,
                       distinct_layouts=not all_variants, workers=workers, stack=stack or DEFAULT_STACK,
-                      max_idle_gpus=max_idle_gpus)
+                      max_idle_gpus=max_idle_gpus, memory_margin_gb=margin)
     defaults = {k: v for k, v in (("model", model is None and req.model), ("system", system is None and req.system)) if v}
     return req, defaults
 
@@ -405,7 +413,7 @@ def results(db: str | Path | None = None, record_id: str | None = None) -> dict[
 
 
 def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_id: str,
-                global_batch: int | None = None) -> dict[str, Any]:
+                global_batch: int | None = None, memory_margin_gb: float | None = None) -> dict[str, Any]:
     """Best layout's step time from the planner; ``{"error": why}`` when no layout can use the design.
 
     Without an explicit ``global_batch`` the planner's default batch is tried first and then the nearby
@@ -419,7 +427,9 @@ def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_i
     from .planner import PlanRequest
     from .planner import plan as _plan
     from .planner.planning import DEFAULT_TOKENS_PER_BATCH, _batch_candidates
+    from .workload.rules import DEFAULT_MEMORY_MARGIN_GB, check_memory_margin, memory_fit_text
 
+    margin = DEFAULT_MEMORY_MARGIN_GB if memory_margin_gb is None else check_memory_margin(memory_margin_gb)
     t0 = time.perf_counter()
     first_error: InputError | None = None
     batches: list[int | None] = [global_batch]
@@ -430,16 +440,20 @@ def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_i
     for gb in batches:
         try:
             rep = _plan(PlanRequest(model=model_id, system=system_id, num_gpus=gpus, fabric=fabric,
-                                    global_batch=gb, top_k=1), cat)
+                                    global_batch=gb, top_k=1, memory_margin_gb=margin), cat)
         except InputError as exc:
             first_error = first_error or exc
             continue
         best = rep.plans[0]
         keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
         used = rep.request.get("global_batch", gb)
+        fit = memory_fit_text(best["memory_gb_per_gpu"], rep.stats["memory_capacity_gb"], rep.stats["memory_margin_gb"])
         return {"step_time_s": best.get("step_time_s"), "tokens_per_s": best.get("tokens_per_s"),
                 "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
-                "basis": f"planner best layout, global batch {used} ({rep.engine}, {time.perf_counter() - t0:.1f} s)"}
+                "memory_gb_per_gpu": best["memory_gb_per_gpu"], "memory_left_gb": best["memory_left_gb"],
+                "memory_margin_gb": rep.stats["memory_margin_gb"],
+                "basis": f"planner best layout, global batch {used} ({rep.engine}, {time.perf_counter() - t0:.1f} s); "
+                         f"memory {best['memory_gb_per_gpu']:.1f} GB per GPU, {fit}"}
     assert first_error is not None
     return {"error": f"planner: {first_error.message}"}
 
@@ -447,7 +461,7 @@ def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_i
 def compare(designs: list[str], *, model: str | None = None, gpus: int | None = None, mfu: float | None = None,
             utilization: float | None = None, pue: float | None = None, price_kwh: float | None = None,
             spares: int | None = None, no_plan: bool = False, defaults: tuple = (), catalog=None,
-            catalog_paths=(), global_batch: int | None = None) -> dict[str, Any]:
+            catalog_paths=(), global_batch: int | None = None, memory_margin: float | None = None) -> dict[str, Any]:
     """``clustertwin compare --json``'s document for designs ``SYSTEM[xDOMAINS][@FABRIC]`` or scenario files.
     ``global_batch`` fixes the planner's batch (sequences) for every design, as a sweep does; without it
     each design gets the planner's default batch or the nearest one its GPU count can run."""
@@ -460,6 +474,9 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
 
     if not designs:
         raise InputError("compare needs at least one design", hint="e.g. clustertwin compare gb200-nvl72x8 cloudmatrix-384")
+    from .workload.rules import DEFAULT_MEMORY_MARGIN_GB, check_memory_margin
+
+    margin = DEFAULT_MEMORY_MARGIN_GB if memory_margin is None else check_memory_margin(memory_margin)
     check_power_inputs(utilization, pue)
     check_cost_inputs(price_kwh)
     if gpus is not None and not gpus > 0:
@@ -486,7 +503,7 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
         else:
             for d in ds:
                 perf[d.name] = performance(cat, d.system.id, d.num_accelerators, d.fabric.id if d.fabric else None, m.id,
-                                           global_batch=global_batch)
+                                           global_batch=global_batch, memory_margin_gb=margin)
             errs = [p["error"] for p in perf.values() if p.get("error")]
             if errs and len(errs) == len(ds):
                 omitted = "step time / MFU omitted: " + errs[0]

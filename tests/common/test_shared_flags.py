@@ -40,3 +40,43 @@ def test_oversubscription_is_the_plan_worst_case_in_estimate(capsys, catalog):
     worst = api.simulate(api.oversubscribed_scenario(sc, 2.0)).step_time_s
     assert got == pytest.approx(worst, rel=1e-12)
     assert got > api.simulate(sc).step_time_s  # DP crosses the leaves: slower at 2:1
+
+
+def _options(command: str) -> dict[str, tuple]:
+    import typer.main
+
+    from clustertwin.cli import app
+
+    cmd = typer.main.get_command(app).commands[command]
+    return {p.name: (tuple(p.opts), tuple(p.secondary_opts), p.help) for p in cmd.params
+            if hasattr(p, "help") and p.opts[0].startswith("-")}
+
+
+SHAPE_PARAMS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "swiglu", "experts", "topk", "expert_ffn")
+
+
+def test_plan_and_estimate_share_the_shape_flags_and_the_margin():
+    est, plan = _options("estimate"), _options("plan")
+    for name in SHAPE_PARAMS + ("memory_margin",):
+        assert name in est and est[name] == plan[name], name  # one declaration (cli/_common.py)
+    assert _options("compare")["memory_margin"] == _options("sweep")["memory_margin"] == est["memory_margin"]
+
+
+def test_plan_takes_the_shape_flags(capsys):
+    code, out, err = _run(capsys, ["plan", "--model", "llama3-70b", "--layers", "40", "--gpus", "64", "--no-store",
+                                   "--json"])
+    assert code in (0, None), err
+    d = json.loads(out)
+    assert d["request"]["model"] == "llama3-70b-custom" and d["plans"]
+    code, out, err = _run(capsys, ["plan", "--layers", "16", "--hidden", "2048", "--heads", "16", "--vocab", "32000",
+                                   "--gpus", "16", "--no-store", "--json"])
+    assert code in (0, None), err
+    assert json.loads(out)["request"]["model"] == "custom"
+    # the same errors as estimate: a custom model without its required sizes, a non-positive size
+    plan_base = ["plan", "--gpus", "16", "--no-store"]
+    est_base = ["estimate", "--system", "hgx-h100", "--gpus", "16"]
+    for base in (plan_base, est_base):
+        for argv, text in ((["--layers", "16"], "a custom model needs --hidden, --heads, --vocab"),
+                           (["--model", "llama3-8b", "--heads", "0"], "--heads must be a positive integer")):
+            code, _, err = _run(capsys, base + argv)
+            assert code == 2 and text in err, (base + argv, err)

@@ -14,6 +14,7 @@ import numpy as np
 
 from clustertwin.planner.evaluator import Evaluation
 from clustertwin.planner.space import ModelShape
+from clustertwin.workload.rules import memory_fits
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class FakeEvaluator:
     hbm_bytes: float = 80e9
     peak_flops: float = 1e15
     delay_s: float = 0.0  # sleep per evaluate() call (to slow a sweep down in tests)
+    memory_margin_gb: float = 2.0  # the planner's default fit margin
 
     @property
     def memory_capacity_bytes(self) -> float:
@@ -69,7 +71,7 @@ class FakeEvaluator:
                 "tflops_per_gpu": flops / step / 1e12,
                 "memory_gb_per_gpu": mem / 1e9,
             },
-            fits_memory=mem <= self.hbm_bytes,
+            fits_memory=memory_fits(mem, self.hbm_bytes, self.memory_margin_gb),  # the one memory rule
             breakdown=bd,
             bottleneck=names[np.argmax(np.stack([bd[k] for k in sorted(bd)]), axis=0)],
         )

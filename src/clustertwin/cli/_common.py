@@ -64,6 +64,49 @@ CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option("--catalog", help="Extra catalog YAML file(s) (repeatable); also CLUSTERTWIN_CATALOG."),
 ]
+MemoryMarginOpt = Annotated[float | None, typer.Option("--memory-margin", help="GB per GPU a layout must leave free beyond its modelled peak for the fit check (default 2: NCCL buffers and allocator fragmentation the model does not count; 0 = the modelled peak only).")]
+
+
+# Model-shape flags, declared once for `estimate` and `plan`: (parameter, flag, ModelSpec field, help).
+def _shape(flag: str, help_: str, kind: type = int):
+    return Annotated[kind | None, typer.Option(flag, help=help_)]
+
+
+LayersOpt = _shape("--layers", "Custom model: transformer layers (overrides --model's).")
+HiddenOpt = _shape("--hidden", "Custom model: hidden size.")
+HeadsOpt = _shape("--heads", "Custom model: attention heads.")
+KvHeadsOpt = _shape("--kv-heads", "Custom model: KV heads (GQA).")
+FfnOpt = _shape("--ffn", "Custom model: FFN width.")
+VocabOpt = _shape("--vocab", "Custom model: vocabulary size.")
+SwigluOpt = Annotated[bool | None, typer.Option("--swiglu/--gelu", help="Custom model: gated MLP or not.")]
+ExpertsOpt = _shape("--experts", "Custom model: routed experts.")
+TopkOpt = _shape("--topk", "Custom model: experts per token.")
+ExpertFfnOpt = _shape("--expert-ffn", "Custom model: expert FFN width.")
+SHAPE_FIELDS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+                "kv_heads": "num_kv_heads", "ffn": "ffn_hidden_size", "vocab": "vocab_size", "swiglu": "swiglu",
+                "experts": "num_experts", "topk": "moe_topk", "expert_ffn": "moe_ffn_hidden_size"}
+
+
+def model_with_shape(model: str | None, **flags: Any) -> str | dict | None:
+    """``--model`` with the shape flags applied: unchanged without them, a zoo model changed by them
+    (``{"base": id, ...}``), or a model built from them alone (which then needs layers, hidden, heads and
+    vocab). ``flags``: the parameters named in :data:`SHAPE_FIELDS`."""
+    unknown = set(flags) - set(SHAPE_FIELDS)
+    if unknown:
+        raise TypeError(f"not shape flags: {sorted(unknown)}")
+    shape = {SHAPE_FIELDS[k]: v for k, v in flags.items() if v is not None}
+    if not shape:
+        return model
+    for k, v in flags.items():
+        if v is not None and not isinstance(v, bool) and v < 1:
+            raise InputError(f"--{k.replace('_', '-')} must be a positive integer, got {v}",
+                             hint="model sizes are counts of layers, heads or features")
+    if model is not None:
+        return {"base": model, "id": f"{model}-custom", **shape}
+    need = [f"--{k}" for k in ("layers", "hidden", "heads", "vocab") if SHAPE_FIELDS[k] not in shape]
+    if need:
+        raise InputError(f"a custom model needs {', '.join(need)}", hint="or start from a zoo model with --model")
+    return {"id": "custom", **shape}
 
 
 def _default(o: Any) -> Any:

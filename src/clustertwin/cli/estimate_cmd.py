@@ -9,21 +9,34 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
+from ..workload.rules import memory_fit_text
 from ._common import (
     CatalogOpt,
+    ExpertFfnOpt,
+    ExpertsOpt,
     FailLinksOpt,
+    FfnOpt,
+    HeadsOpt,
+    HiddenOpt,
     JsonOpt,
+    KvHeadsOpt,
+    LayersOpt,
+    MemoryMarginOpt,
     NetOversubOpt,
     NetTopologyOpt,
     NetworkOpt,
     RoutingOpt,
     SeedOpt,
     StackOpt,
+    SwigluOpt,
+    TopkOpt,
+    VocabOpt,
     app,
     catalog_from,
     console,
     console_err,
     emit_json,
+    model_with_shape,
 )
 
 
@@ -50,7 +63,8 @@ def _render_estimate(r) -> None:
     t.add_row("tokens/s", f"{r.tokens_per_s:,.0f}")
     t.add_row("MFU / HFU", f"{100 * r.mfu:.1f}% / {100 * r.hfu:.1f}%")
     t.add_row("TFLOP/s per GPU (model / hw)", f"{r.tflops_per_gpu:.1f} / {r.tflops_per_gpu_hw:.1f}")
-    t.add_row("memory per GPU", f"{r.memory_gb_per_gpu:.1f} GB ({'fits' if r.fits_memory else 'DOES NOT FIT'})")
+    t.add_row("memory per GPU", f"{r.memory_gb_per_gpu:.1f} GB: "
+              + memory_fit_text(r.memory_gb_per_gpu, r.memory_capacity_gb, r.memory_margin_gb))
     console.print(t)
     b = Table(title="step breakdown")
     b.add_column("component")
@@ -113,16 +127,16 @@ def estimate_cmd(
     sequence_parallel: Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default on when tp > 1).")] = None,
     overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Communication overlap (Megatron-Core/TE).")] = None,
     stack: StackOpt = None,
-    layers: _int_opt("--layers", "Custom model: transformer layers (overrides --model's).") = None,
-    hidden: _int_opt("--hidden", "Custom model: hidden size.") = None,
-    heads: _int_opt("--heads", "Custom model: attention heads.") = None,
-    kv_heads: _int_opt("--kv-heads", "Custom model: KV heads (GQA).") = None,
-    ffn: _int_opt("--ffn", "Custom model: FFN width.") = None,
-    vocab: _int_opt("--vocab", "Custom model: vocabulary size.") = None,
-    swiglu: Annotated[bool | None, typer.Option("--swiglu/--gelu", help="Custom model: gated MLP or not.")] = None,
-    experts: _int_opt("--experts", "Custom model: routed experts.") = None,
-    topk: _int_opt("--topk", "Custom model: experts per token.") = None,
-    expert_ffn: _int_opt("--expert-ffn", "Custom model: expert FFN width.") = None,
+    layers: LayersOpt = None,
+    hidden: HiddenOpt = None,
+    heads: HeadsOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    ffn: FfnOpt = None,
+    vocab: VocabOpt = None,
+    swiglu: SwigluOpt = None,
+    experts: ExpertsOpt = None,
+    topk: TopkOpt = None,
+    expert_ffn: ExpertFfnOpt = None,
     engine: EngineOpt = "analytical",
     trace: Annotated[Path | None, typer.Option("--trace", help="Write a Chrome trace-event JSON (Perfetto); needs --engine event.")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Pipeline schedule for --engine event: 1f1b | interleaved | zb-h1 | gpipe.")] = None,
@@ -133,6 +147,7 @@ def estimate_cmd(
     oversubscription: NetOversubOpt = 1.0,
     fail_links: FailLinksOpt = 0,
     seed: SeedOpt = 0,
+    memory_margin: MemoryMarginOpt = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
@@ -143,19 +158,8 @@ def estimate_cmd(
     """
     from .. import api
 
-    shape = {k: v for k, v in (("num_layers", layers), ("hidden_size", hidden), ("num_attention_heads", heads),
-                               ("num_kv_heads", kv_heads), ("ffn_hidden_size", ffn), ("vocab_size", vocab),
-                               ("swiglu", swiglu), ("num_experts", experts), ("moe_topk", topk),
-                               ("moe_ffn_hidden_size", expert_ffn)) if v is not None}
-    if shape:
-        if model is not None:
-            model = {"base": model, "id": f"{model}-custom", **shape}
-        else:
-            need = [f for f, k in (("--layers", "num_layers"), ("--hidden", "hidden_size"), ("--heads", "num_attention_heads"),
-                                   ("--vocab", "vocab_size")) if k not in shape]
-            if need:
-                raise InputError(f"a custom model needs {', '.join(need)}", hint="or start from a zoo model with --model")
-            model = {"id": "custom", **shape}
+    model = model_with_shape(model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,  # type: ignore[assignment]
+                             vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn)
 
     cat = catalog_from(catalog)
     plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,
@@ -182,7 +186,7 @@ def estimate_cmd(
     if net is None:
         sc = api.oversubscribed_scenario(sc, oversubscription)
     r = api.simulate(sc, engine=engine, trace=trace is not None, schedule=schedule, stragglers=tuple(straggler or ()),
-                     network=net)
+                     network=net, memory_margin_gb=memory_margin)
     if trace is not None:
         from ..report.trace import write_chrome_trace
 

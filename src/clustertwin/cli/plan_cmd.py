@@ -14,7 +14,30 @@ from rich.table import Table
 
 from ..errors import InputError, UnknownNameError
 from ..userfiles import write_atomic
-from ._common import CatalogOpt, JsonOpt, StackOpt, app, catalog_from, console, console_err, emit_json, styled
+from ..workload.rules import check_memory_margin, memory_fit_text
+from ._common import (
+    CatalogOpt,
+    ExpertFfnOpt,
+    ExpertsOpt,
+    FfnOpt,
+    HeadsOpt,
+    HiddenOpt,
+    JsonOpt,
+    KvHeadsOpt,
+    LayersOpt,
+    MemoryMarginOpt,
+    StackOpt,
+    SwigluOpt,
+    TopkOpt,
+    VocabOpt,
+    app,
+    catalog_from,
+    console,
+    console_err,
+    emit_json,
+    model_with_shape,
+    styled,
+)
 from .render import progress_bar
 
 
@@ -24,7 +47,7 @@ def _opt_int(name: str, help_: str):
 
 @app.command("plan")
 def plan_cmd(
-    model: Annotated[str | None, typer.Option("--model", help="Model id from the zoo (default llama3-70b).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id from the zoo or a model YAML file (default llama3-70b).")] = None,
     system: Annotated[str | None, typer.Option("--system", help="System id (default hgx-h100).")] = None,
     gpus: _opt_int("--gpus", "Number of GPUs (default 1024).") = None,
     domains: _opt_int("--domains", "Number of scale-up domains (instead of --gpus).") = None,
@@ -51,21 +74,43 @@ def plan_cmd(
     db: Annotated[Path | None, typer.Option("--db", help="Results database the plans are stored in (default: the per-user one, $CLUSTERTWIN_RESULTS_DB or ~/.local/share/clustertwin/results.db).")] = None,
     store: Annotated[bool, typer.Option("--store/--no-store", help="Store the plans in --db (default on).")] = True,
     max_idle_gpus: _opt_int("--max-idle-gpus", "GPUs the plan may leave idle when that gives a clearly better layout (>= 2 % more tokens/s); default 2 % of the cluster, 0 = use every GPU.") = None,
+    memory_margin: MemoryMarginOpt = None,
+    layers: LayersOpt = None,
+    hidden: HiddenOpt = None,
+    heads: HeadsOpt = None,
+    kv_heads: KvHeadsOpt = None,
+    ffn: FfnOpt = None,
+    vocab: VocabOpt = None,
+    swiglu: SwigluOpt = None,
+    experts: ExpertsOpt = None,
+    topk: TopkOpt = None,
+    expert_ffn: ExpertFfnOpt = None,
     from_row: Annotated[str | None, typer.Option("--from-row", help="Plan the job of a validation row, FILE.csv:ID (or training:ID for the packaged set): model shape, system, GPUs, global batch, seq len, precision and framework from the row; compares with the row's layout and measured tokens/s (not stored).")] = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Best parallel layouts (TP/PP/DP/CP/EP, micro-batch, ZeRO, recompute) for a model on a cluster."""
+    """Best parallel layouts (TP/PP/DP/CP/EP, micro-batch, ZeRO, recompute) for a model on a cluster.
+
+    Models: a zoo id (--model llama3-70b), a model YAML file, or the shape flags estimate takes
+    (--layers --hidden --heads ... alone, or on top of --model to change a zoo model).
+    """
     from .. import api
     from ..planner.planning import plan
 
+    shaped = model_with_shape(model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
+                              vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn)
+    if from_row is not None and shaped is not model:
+        raise InputError("--from-row takes the model shape from the row; do not also pass shape flags",
+                         hint="drop --layers/--hidden/... or plan without --from-row")
+    model_arg = api.resolve_model(shaped) if isinstance(shaped, dict) or (
+        isinstance(shaped, str) and shaped.endswith((".yaml", ".yml"))) else shaped
     # the checks and the request live in the facade, so the web app gets the same errors
-    req, defaults = api.plan_request(model=model, system=system, gpus=gpus, domains=domains, global_batch=global_batch,
+    req, defaults = api.plan_request(model=model_arg, system=system, gpus=gpus, domains=domains, global_batch=global_batch,
                                      seq_len=seq_len, fabric=fabric, dtype=dtype, oversubscription=oversubscription,
                                      top=top, engine=engine, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero,
                                      micro_batch=micro_batch, recompute=recompute, cross_domain=cross_domain,
                                      all_variants=all_variants, workers=workers, stack=stack,
-                                     max_idle_gpus=max_idle_gpus)
+                                     max_idle_gpus=max_idle_gpus, memory_margin=memory_margin)
     cat = catalog_from(catalog)
     row_info = None
     if from_row is not None:
@@ -80,7 +125,8 @@ def plan_cmd(
         req, row = request_from_row(from_row, cat, top_k=req.top_k, engine=req.engine, options=req.options,
                                     distinct_layouts=req.distinct_layouts, workers=req.workers,
                                     oversubscription=req.oversubscription, dtype=None if dtype == "bf16" else dtype,
-                                    max_idle_gpus=0 if max_idle_gpus is None else max_idle_gpus)
+                                    max_idle_gpus=0 if max_idle_gpus is None else max_idle_gpus,
+                                    memory_margin_gb=req.memory_margin_gb)
         defaults, store = {}, False
         row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row)}
     report = plan(req, cat)
@@ -151,14 +197,14 @@ def _render_plans(report: Any) -> None:
     st = report.stats
     t = Table(title=f"{r['model']} on {r['gpus']:,} x {r['system']} ({r['fabric']}), global batch {r['global_batch']} "
                     f"x {r['seq_len']} tokens, {r.get('stack', 'megatron-core')} stack, {report.engine} engine")
-    cols = ("#", "layout", "mb ZeRO rc", "tokens/s", "step s", "MFU", "HFU", "mem GB", "free GB", "bottleneck")
+    cols = ("#", "layout", "mb ZeRO rc", "tokens/s", "step s", "MFU", "HFU", "mem GB", "left GB", "bottleneck")
     for c in cols:
         t.add_column(c, justify="left" if c in ("layout", "mb ZeRO rc", "bottleneck") else "right",
                      no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s"))
     for p in report.plans:
         t.add_row(str(p["rank"]), _layout(p), _knobs(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
                   f"{100 * p['mfu']:.1f}%", f"{100 * p['hfu']:.1f}%", f"{p['memory_gb_per_gpu']:.1f}",
-                  f"{p['memory_headroom_gb']:.1f}", str(p["bottleneck"]) + (" (event: failed)" if p.get("event_error") else ""))
+                  f"{p['memory_left_gb']:.1f}", str(p["bottleneck"]) + (" (event: failed)" if p.get("event_error") else ""))
     console.print(t)
     if report.runner_up:
         console.print("why the runner-up lost: " + report.runner_up["text"])
@@ -166,8 +212,10 @@ def _render_plans(report: Any) -> None:
     if best.get("breakdown"):
         parts = sorted(best["breakdown"].items(), key=lambda kv: -kv[1])
         console.print("best plan's step time: " + ", ".join(f"{k} {v:.3f} s" for k, v in parts if v > 0))
-    console.print(f"searched {st['candidates']:,} layouts ({st['fit_memory']:,} fit in {st['memory_capacity_gb']:.0f} GB, "
-                  f"{st['feasible']:,} feasible) in {st['search_s']:.2f} s")
+    console.print(f"memory: best plan {memory_fit_text(best['memory_gb_per_gpu'], st['memory_capacity_gb'], st['memory_margin_gb'])}"
+                  "; 'left GB' is what each plan leaves after the margin (--memory-margin)")
+    console.print(f"searched {st['candidates']:,} layouts ({st['fit_memory']:,} fit in {st['memory_capacity_gb']:.1f} GB "
+                  f"less a {st['memory_margin_gb']:g} GB margin, {st['feasible']:,} feasible) in {st['search_s']:.2f} s")
 
 
 # --------------------------------------------------------------------------------------- sweep
@@ -207,16 +255,23 @@ def sweep_cmd(
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")] = None,
     db: Annotated[Path | None, typer.Option("--db", help="SQLite results database (resumes a sweep found in it; default: the per-user one).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Local processes / Ray CPUs (default: all cores).")] = None,
+    memory_margin: MemoryMarginOpt = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Best plan per cluster design over a grid, and the Pareto front of throughput, cost and power."""
+    """Best plan per cluster design over a grid, and the Pareto front of throughput, cost and power.
+
+    --memory-margin overrides the file's `memory_margin_gb` (part of the sweep's identity: another
+    margin is another sweep)."""
     from ..planner.executors import make_executor
     from ..planner.store import ResultsStore
     from ..planner.sweep import best_per_design, build_sweep, load_sweep_file, run_sweep
 
     cat = catalog_from(catalog)
-    sw = build_sweep(load_sweep_file(sweep_file), cat, label=str(sweep_file), catalog_paths=[str(p) for p in catalog or ()])
+    data = load_sweep_file(sweep_file)
+    if memory_margin is not None:
+        data = {**data, "memory_margin_gb": check_memory_margin(memory_margin)}
+    sw = build_sweep(data, cat, label=str(sweep_file), catalog_paths=[str(p) for p in catalog or ()])
     ex = make_executor(executor, address=address, workers=workers)
     store = ResultsStore(db)
     db = store.path
@@ -225,13 +280,15 @@ def sweep_cmd(
     rows = best_per_design(out.rows)
     doc = {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(db), "catalog_version": sw.catalog_version,
            "computed_chunks": out.computed_chunks, "skipped_chunks": out.skipped_chunks, "rows": rows,
-           "pareto": [r["job_index"] for r in rows if r["pareto"]]}
+           "pareto": [r["job_index"] for r in rows if r["pareto"]], "memory_margin_gb": sw.spec["memory_margin_gb"]}
     if json_:
         emit_json(doc)
         return
     if out.skipped_chunks:
         console.print(f"resumed: {out.skipped_chunks} of {len(sw.chunks)} chunks were already in {db}")
     _render_rows(rows, title=f"sweep {sw.name} ({sw.sweep_id}) - best plan per design, * = Pareto front")
+    console.print(f"memory: each best plan fits with at least a {sw.spec['memory_margin_gb']:g} GB margin left "
+                  "(memory_margin_gb / --memory-margin)")
     console.print(f"stored in {db} as sweep {sw.sweep_id}; `clustertwin results show {sw.sweep_id} --db {db}`")
 
 

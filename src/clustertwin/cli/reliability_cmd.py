@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InputError
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json, styled
+from ._common import CatalogOpt, JsonOpt, MemoryMarginOpt, app, catalog_from, console, emit_json, styled
 
 DefaultsOpt = Annotated[
     list[Path] | None,
@@ -280,6 +280,7 @@ def compare_cmd(
     price_kwh: Annotated[float | None, typer.Option("--price-kwh", help="Energy price, USD per kWh.")] = None,
     spares: Annotated[int | None, typer.Option("--spares", help="Spare replacement units per design (default: auto).")] = None,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Do not ask the planner for step times.")] = False,
+    memory_margin: MemoryMarginOpt = None,
     defaults: DefaultsOpt = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -289,7 +290,8 @@ def compare_cmd(
 
     # the checks and the comparison live in the facade, so the web app gets the same errors
     out = api.compare(designs, model=model, gpus=gpus, mfu=mfu, global_batch=global_batch, utilization=utilization, pue=pue, price_kwh=price_kwh,
-                      spares=spares, no_plan=no_plan, defaults=tuple(defaults or ()), catalog=catalog_from(catalog))
+                      spares=spares, no_plan=no_plan, defaults=tuple(defaults or ()), catalog=catalog_from(catalog),
+                      memory_margin=memory_margin)
     if json_:
         emit_json(out)
         return

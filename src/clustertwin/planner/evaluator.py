@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..sim.analytical import estimate_batch
 from ..sim.machine import make_hardware
+from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB
 from .space import Plans
 
 METRICS = ("step_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "memory_gb_per_gpu")
@@ -80,6 +81,12 @@ class Evaluator(Protocol):
     def evaluate(self, plans: Plans) -> Evaluation:
         """Step time, throughput, MFU/HFU, memory, breakdown and bottleneck for each layout."""
         ...
+
+
+def memory_margin_of(evaluator: Any) -> float:
+    """GB the fit check keeps free for ``evaluator``: its ``memory_margin_gb`` (the default margin of
+    ``workload.rules`` when it has none), so pruning, ranking and the engine's flag use one figure."""
+    return float(getattr(evaluator, "memory_margin_gb", DEFAULT_MEMORY_MARGIN_GB))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -208,6 +215,7 @@ class AnalyticalEvaluator:
     oversubscription: float = 1.0
     catalog: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB  # GB the fit check keeps free (--memory-margin)
 
     @property
     def memory_capacity_bytes(self) -> float:
@@ -225,7 +233,7 @@ class AnalyticalEvaluator:
         # one it does not take is a TypeError, never silently dropped
         return estimate_batch(self.model, self.system, self._fabric(), dict(plans), seq_len=self.seq_len,
                               global_batch=self.global_batch, dtype=self.dtype, catalog=self.catalog,
-                              hardware=self._hw(), **self.extra)
+                              hardware=self._hw(), memory_margin_gb=self.memory_margin_gb, **self.extra)
 
     def memory_bytes(self, plans: Plans) -> np.ndarray:
         """Peak memory per GPU for pruning before timing: the workload memory model

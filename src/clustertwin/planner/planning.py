@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB
 from ..workload.stacks import DEFAULT_STACK, get_stack
 from .evaluator import AnalyticalEvaluator, Evaluator, oversubscribed, resolve_model
 from .search import SearchResult, explain_runner_up, minimum_gpus, search, usable_gpu_counts
@@ -44,6 +45,7 @@ class PlanRequest:
     engine_options: Mapping[str, Any] = field(default_factory=dict)  # passed to the engine (flash_attention, overlap ...)
     stack: str = DEFAULT_STACK  # software stack preset (workload/stacks.py); engine_options override its settings
     max_idle_gpus: int | None = None  # GPUs the plan may leave idle for a better layout (None: 2 %, whole domains)
+    memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB  # GB per GPU a plan leaves free beyond its modelled peak
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +148,7 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
             return evaluator_for(n)
         return AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=n, global_batch=gb,
                                    seq_len=seq, dtype=req.dtype, oversubscription=req.oversubscription,
-                                   catalog=catalog, extra=engine_options)
+                                   catalog=catalog, extra=engine_options, memory_margin_gb=req.memory_margin_gb)
 
     top = max(req.top_k, 10) if req.engine == "event" else req.top_k
     max_idle = idle_budget(gpus, domain, req.max_idle_gpus)
@@ -163,7 +165,8 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     request = {"model": shape.name, "system": system.id, "gpus": gpus, "domains": gpus / domain,
                "global_batch": gb, "seq_len": seq, "fabric": fabric_id, "dtype": req.dtype,
                "oversubscription": req.oversubscription, "engine": req.engine, "stack": stack.id,
-               "max_idle_gpus": max_idle, "gpus_used": used, "idle_gpus": gpus - used}
+               "max_idle_gpus": max_idle, "gpus_used": used, "idle_gpus": gpus - used,
+               "memory_margin_gb": float(req.memory_margin_gb)}
     if used != gpus:
         best_used = res.records(1)[0]["tokens_per_s"]
         request["idle_note"] = (
@@ -187,6 +190,7 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
         "candidates": res.stats.num_structural, "fit_memory": res.stats.num_fit,
         "evaluated": res.stats.num_evaluated, "feasible": res.stats.num_feasible,
         "search_s": res.stats.elapsed_s, "memory_capacity_gb": res.stats.capacity_gb,
+        "memory_margin_gb": res.stats.margin_gb,
     }
     return PlanReport(request=request, defaults_used=defaults, plans=records,
                       runner_up=explain_runner_up(records), stats=stats, engine=engine)
@@ -233,14 +237,18 @@ def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: i
     need = minimum_gpus(shape, make, start=gpus + 1, domain_size=domain, global_batch=gb, seq_len=seq,
                         options=options)
     where = f"{shape.name} does not fit on {gpus} {chip} at any layout"
-    detail = (f" (the smallest layout needs {res.stats.min_memory_gb:.0f} GB per GPU, "
-              f"{res.stats.capacity_gb:.0f} GB available)")
+    margin = res.stats.margin_gb
+    detail = (f" (the smallest layout needs {res.stats.min_memory_gb:.1f} GB per GPU, "
+              f"{res.stats.capacity_gb:.1f} GB usable less a {margin:g} GB margin)")
+    lower = (f"; or lower --memory-margin (now {margin:g} GB): the smallest layout fits with "
+             f"{res.stats.capacity_gb - res.stats.min_memory_gb:.1f} GB to spare"
+             if margin > 0 and res.stats.min_memory_gb <= res.stats.capacity_gb else "")
     if need is None:
-        raise InputError(where + detail, hint="use a GPU with more memory or a smaller model")
+        raise InputError(where + detail, hint="use a GPU with more memory or a smaller model" + lower)
     raise InputError(
         where + detail,
         hint=f"needs at least {need} {chip} for the weights, optimizer states and activations: "
-             f"use --gpus {need} or more",
+             f"use --gpus {need} or more" + lower,
     )
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .evaluator import Evaluation, Evaluator
+from ..workload.rules import memory_fits
+from .evaluator import Evaluation, Evaluator, memory_margin_of
 from .space import AXES, RECOMPUTE, Plans, SpaceOptions, space_size, structural_space, take
 
 LAYOUT_AXES = ("tp", "pp", "dp", "cp", "ep", "vpp")
@@ -29,7 +30,8 @@ class SearchStats:
     num_feasible: int
     elapsed_s: float
     min_memory_gb: float  # smallest peak memory per GPU over the whole space (nan if empty)
-    capacity_gb: float
+    capacity_gb: float  # usable memory per GPU
+    margin_gb: float = 0.0  # what the fit check keeps free of it (workload.rules.memory_fits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class SearchResult:
     def records(self, k: int | None = None) -> list[dict[str, Any]]:
         """Best-first list of JSON-ready plan dicts (degrees + metrics + breakdown + bottleneck)."""
         n = len(self) if k is None else min(k, len(self))
-        cap = self.stats.capacity_gb
+        cap, margin = self.stats.capacity_gb, self.stats.margin_gb
         out = []
         for i in range(n):  # at most k rows: presentation, not search
             rec: dict[str, Any] = {a: int(self.plans[a][i]) for a in AXES}
@@ -56,7 +58,9 @@ class SearchResult:
             for m, v in self.evaluation.metrics.items():
                 rec[m] = float(v[i])
             rec["fits_memory"] = bool(self.evaluation.fits_memory[i])
-            rec["memory_headroom_gb"] = float(cap - rec["memory_gb_per_gpu"])
+            rec["memory_headroom_gb"] = float(cap - rec["memory_gb_per_gpu"])  # before the margin
+            rec["memory_margin_gb"] = margin
+            rec["memory_left_gb"] = rec["memory_headroom_gb"] - margin  # after it (>= 0 for every ranked plan)
             rec["breakdown"] = {k: float(v[i]) for k, v in self.evaluation.breakdown.items()}
             rec["bottleneck"] = describe_bottleneck(str(self.evaluation.bottleneck[i]), rec["breakdown"],
                                                     rec["step_time_s"])
@@ -135,11 +139,11 @@ def search(
     distinct_layouts: bool = True,
     chunk: int = DEFAULT_CHUNK,
     workers: int = 1,
-    memory_headroom: float = 0.0,
 ) -> SearchResult:
     """Search every valid layout and return the ``top_k`` best (all feasible ones if ``None``).
 
-    ``memory_headroom`` is a fraction of HBM kept free (allocator fragmentation, MODELLING.md 2.5).
+    A layout fits when the one memory rule (``workload.rules.memory_fits``) says so for the evaluator's
+    capacity and margin (``memory_margin_of``): the same check prunes before timing and filters after.
     """
     t0 = time.perf_counter()
     space = structural_space(
@@ -147,10 +151,11 @@ def search(
         options=options,
     )
     n = space_size(space)
-    cap = float(evaluator.memory_capacity_bytes) * (1.0 - memory_headroom)
+    cap = float(evaluator.memory_capacity_bytes)
+    margin = memory_margin_of(evaluator)
     if n:
         mem = _memory_chunked(evaluator, space, chunk)
-        fit = mem <= cap
+        fit = memory_fits(mem, cap, margin)
         min_mem = float(np.nanmin(mem)) / 1e9
     else:
         fit = np.zeros(0, dtype=bool)
@@ -160,10 +165,10 @@ def search(
     if ev is None:
         empty = {a: np.zeros(0, dtype=np.int64) for a in AXES}
         ev0 = Evaluation(metrics={}, fits_memory=np.zeros(0, dtype=bool))
-        stats = SearchStats(n, int(fit.sum()), 0, 0, time.perf_counter() - t0, min_mem, cap / 1e9)
+        stats = SearchStats(n, int(fit.sum()), 0, 0, time.perf_counter() - t0, min_mem, cap / 1e9, margin)
         return SearchResult(plans=empty, evaluation=ev0, stats=stats, space=space)
     ok = np.asarray(ev.fits_memory, dtype=bool) & np.isfinite(ev.metrics["tokens_per_s"])
-    ok &= ev.metrics["memory_gb_per_gpu"] * 1e9 <= cap
+    ok &= memory_fits(ev.metrics["memory_gb_per_gpu"] * 1e9, cap, margin)
     idx = np.flatnonzero(ok)
     feas, ev_f = take(cand, idx), ev.take(idx)
     order = rank_order(ev_f, feas)
@@ -179,6 +184,7 @@ def search(
         elapsed_s=time.perf_counter() - t0,
         min_memory_gb=min_mem,
         capacity_gb=cap / 1e9,
+        margin_gb=margin,
     )
     return SearchResult(plans=take(feas, order), evaluation=ev_f.take(order), stats=stats, space=space)
 
@@ -251,7 +257,7 @@ def minimum_gpus(
         if not space_size(sp):
             return False
         ev = evaluator_for(n)
-        return bool((np.asarray(ev.memory_bytes(sp)) <= ev.memory_capacity_bytes).any())
+        return bool(memory_fits(ev.memory_bytes(sp), ev.memory_capacity_bytes, memory_margin_of(ev)).any())
 
     step = max(1, domain_size)
     n = max(step, -(-start // step) * step)

@@ -45,6 +45,7 @@ from pydantic import (
 
 from ..errors import InputError
 from ..userfiles import read_yaml
+from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB
 from ..workload.stacks import DEFAULT_STACK, get_stack
 from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
 from .pareto import pareto_mask
@@ -117,6 +118,8 @@ class SweepIn(BaseModel):
     stack: str = DEFAULT_STACK  # software stack preset (clustertwin.workload.stacks)
     engine_options: dict[str, Any] = Field(default_factory=dict)  # to the engine, e.g. {flash_attention: false}
     extra: dict[str, Any] = Field(default_factory=dict)  # passed to the evaluator factory
+    # GB per GPU a plan leaves free beyond its modelled peak (workload.rules; `sweep --memory-margin`)
+    memory_margin_gb: float = Field(DEFAULT_MEMORY_MARGIN_GB, ge=0.0, allow_inf_nan=False)
 
     @field_validator("designs", "models", "global_batch", "seq_len", mode="before")
     @classmethod
@@ -140,6 +143,7 @@ class Job:
     dtype: str = "bf16"
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB
 
     def key(self) -> dict[str, Any]:
         d = asdict(self)
@@ -220,7 +224,7 @@ def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep fi
                 jobs.append(Job(index=len(jobs), system=system_id, num_gpus=gpus, domains=domains, fabric=fab,
                                 oversubscription=float(over), model=model, global_batch=int(gb), seq_len=int(seq),
                                 dtype=spec.dtype, engine_options=dict(engine_options),
-                                extra=dict(spec.extra)))
+                                extra=dict(spec.extra), memory_margin_gb=float(spec.memory_margin_gb)))
     if not jobs:
         raise InputError(f"{label}: the grid is empty", hint="give at least one system, size, model and batch")
     spec_dict = spec.model_dump()
@@ -260,7 +264,7 @@ def default_factory(job: Job, catalog: Any) -> tuple[Any, Evaluator]:
     ev = AnalyticalEvaluator(model=model, system=system, fabric=fabric, num_gpus=job.num_gpus,
                              global_batch=job.global_batch, seq_len=job.seq_len, dtype=job.dtype,
                              oversubscription=job.oversubscription, catalog=catalog,
-                             extra=dict(job.engine_options))
+                             extra=dict(job.engine_options), memory_margin_gb=job.memory_margin_gb)
     return model, ev
 
 
@@ -378,7 +382,7 @@ def _why_infeasible(stats: Any) -> str:
     if stats.num_structural == 0:
         return "no layout can use this GPU count with this global batch"
     return (f"no layout fits in memory (smallest needs {stats.min_memory_gb:.1f} GB per GPU, "
-            f"{stats.capacity_gb:.1f} GB available)")
+            f"{stats.capacity_gb:.1f} GB usable less a {stats.margin_gb:g} GB margin)")
 
 
 # ------------------------------------------------------------------ the driver

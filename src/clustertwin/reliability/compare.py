@@ -79,6 +79,9 @@ def design_row(d: Design, params: Params, fm: FailureModel, *, model: Any = None
             row["performance_basis"] = performance.get("basis", "estimate")
             if performance.get("plan"):
                 row["plan"] = performance["plan"]
+            for k in ("memory_gb_per_gpu", "memory_left_gb", "memory_margin_gb"):
+                if k in performance:
+                    row[k] = performance[k]
         elif mfu is not None:
             tps = mfu_throughput(model, acc.peak("bf16"), n, mfu)
             row["mfu"] = mfu

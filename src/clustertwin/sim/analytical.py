@@ -30,7 +30,7 @@ from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, m
 from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
-from ..workload.rules import plan_mask
+from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
 from .machine import uncalibrated_note
@@ -185,14 +185,15 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
                    seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
                    overlap: bool = True, grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", catalog: Any = None,
                    hardware: Hardware | None = None, sequence_parallel: bool | None = None,
-                   stack: str | None = None) -> dict[str, np.ndarray]:
+                   stack: str | None = None, memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> dict[str, np.ndarray]:
     """Evaluate many plans at once. ``plans`` maps degree names to arrays (broadcast together):
     tp, pp, dp, cp, ep, vpp, micro_batch, recompute (code 0/1/2 or names), zero; optional
     global_batch, sequence_parallel (default: the keyword, else tp > 1), etp, uneven_pipeline. ``stack``: the
     software-stack preset whose implementation properties apply (attention kernel generation, selective
     recompute, sharded-DP gathers and overlap; default Megatron-Core). Returns arrays: step_time_s,
     tokens_per_s, mfu, hfu, tflops_per_gpu, tflops_per_gpu_hw, memory_gb_per_gpu, fits_memory, valid,
-    breakdown_<component>, memory_<component>_gb.
+    breakdown_<component>, memory_<component>_gb. ``fits_memory``: the one memory rule
+    (``workload.rules.memory_fits``) against the usable HBM with ``memory_margin_gb`` to spare.
     """
     seq = int(seq_len or model.seq_len)
     a: dict[str, np.ndarray] = {}
@@ -243,7 +244,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     for k in MEMORY:
         out[f"memory_{k}_gb"] = np.broadcast_to(mem[k], step.shape) / 1e9
     out["memory_gb_per_gpu"] = np.broadcast_to(mem["total"], step.shape) / 1e9
-    out["fits_memory"] = out["memory_gb_per_gpu"] * 1e9 <= hw.hbm_bytes
+    out["fits_memory"] = memory_fits(out["memory_gb_per_gpu"] * 1e9, hw.hbm_bytes, memory_margin_gb)
     out["num_gpus"] = n_gpus
     out["valid"] = valid
     return out
@@ -300,7 +301,8 @@ def bandwidth_assumption(hw: Hardware) -> str:
 
 
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
-             catalog: Any = None, check: bool = True, network: Any = None) -> StepResult:
+             catalog: Any = None, check: bool = True, network: Any = None,
+             memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> StepResult:
     """Scalar estimate of one plan; numerically identical to ``estimate_batch`` (it calls it)."""
     if check:
         check_plan(model, plan)
@@ -312,7 +314,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
                          grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,
-                         hardware=hw, stack=plan.stack)
+                         hardware=hw, stack=plan.stack, memory_margin_gb=memory_margin_gb)
     f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     step = f["step_time_s"]
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}
@@ -337,6 +339,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
         step_time_s=step, tokens_per_s=f["tokens_per_s"], mfu=f["mfu"], hfu=f["hfu"],
         tflops_per_gpu=f["tflops_per_gpu"], tflops_per_gpu_hw=f["tflops_per_gpu_hw"],
         memory_gb_per_gpu=f["memory_gb_per_gpu"], fits_memory=bool(f["fits_memory"]),
+        memory_capacity_gb=hw.hbm_bytes / 1e9, memory_margin_gb=float(memory_margin_gb),
         breakdown=br, bottleneck=_bottleneck(br, step, plan, hw), memory_breakdown_gb=mem,
         num_gpus=plan.num_gpus, model=model.id, system=system.id, fabric=fabric.id,
         plan={**plan.to_dict(), "recompute": RECOMPUTE[plan.recompute_code]}, assumptions=assumptions,

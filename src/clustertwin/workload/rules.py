@@ -171,3 +171,56 @@ def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
         if not bool(np.asarray(r.ok(model, a, int(plan.seq_len), stack))):
             out.append(r.why(model, scal, int(plan.seq_len), stack))
     return out
+
+
+# ------------------------------------------------------------------------------------------ memory fit
+# The other half of validity: does the plan's peak memory (``workload.memory.plan_memory``, which already
+# counts the runtime overhead: CUDA context, NCCL buffers, allocator workspace) fit the usable device
+# memory (``Hardware.hbm_bytes``: the driver-reported capacity less the fragmentation reserve) with
+# ``margin`` to spare? Every fit check (the engines' ``fits_memory``, the planner's pruning and ranking,
+# sweeps, compare, plan --from-row) calls these; modelling a published run (``validate``) does not.
+#
+# DEFAULT_MEMORY_MARGIN_GB, ASSUMPTION (no published figure): headroom a planned layout keeps beyond
+# the modelled peak, for what the model does not count and what varies from run to run: one more NCCL
+# communicator at its defaults holds 4 MiB (DEFAULT_BUFFSIZE, NCCL src/init.cc) x up to 32 channels x
+# send + receive x 2 ring peers = 0.5 GiB, NVLS buffers more (Megatron-Core's MoE guide recommends
+# NCCL_NVLS_ENABLE=0 to save memory), and the caching allocator's fragmentation varies with the
+# allocation pattern (the reason PyTorch offers expandable_segments; MODELLING.md 2.5). 2 GB covers about
+# four such communicators; the memory model's own error on memory.csv is larger (clustertwin validate
+# memory), so a user with a measured peak may lower it and a cautious one raise it (--memory-margin).
+DEFAULT_MEMORY_MARGIN_GB = 2.0
+
+
+def check_memory_margin(margin_gb: Any) -> float:
+    """``--memory-margin`` as a float in GB: finite and >= 0, else an InputError naming the flag."""
+    from ..errors import InputError
+
+    try:
+        v = float(margin_gb)
+    except (TypeError, ValueError):
+        raise InputError(f"--memory-margin must be a number of GB, got {margin_gb!r}",
+                         hint=f"e.g. --memory-margin {DEFAULT_MEMORY_MARGIN_GB:g}") from None
+    if not (np.isfinite(v) and v >= 0.0):
+        raise InputError(f"--memory-margin must be a finite number of GB >= 0, got {margin_gb!r}",
+                         hint=f"the default {DEFAULT_MEMORY_MARGIN_GB:g} GB keeps room for NCCL buffers and "
+                              "allocator fragmentation the model does not count; 0 checks the modelled peak only")
+    return v
+
+
+def memory_left_gb(total_bytes: Any, capacity_bytes: Any, margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> np.ndarray:
+    """GB a plan leaves free after the margin (negative: it does not fit), arrays."""
+    return (np.asarray(capacity_bytes, dtype=float) - np.asarray(total_bytes, dtype=float)) / 1e9 - float(margin_gb)
+
+
+def memory_fits(total_bytes: Any, capacity_bytes: Any, margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> np.ndarray:
+    """True where the peak memory per GPU fits the usable capacity with ``margin_gb`` to spare."""
+    return memory_left_gb(total_bytes, capacity_bytes, margin_gb) >= 0.0
+
+
+def memory_fit_text(total_gb: float, capacity_gb: float, margin_gb: float) -> str:
+    """The one sentence every command prints about the fit."""
+    left = float(capacity_gb) - float(total_gb) - float(margin_gb)
+    if left >= 0:
+        return f"fits with {left:.1f} GB left after a {margin_gb:g} GB margin ({capacity_gb:.1f} GB usable)"
+    return (f"DOES NOT FIT: needs {total_gb - capacity_gb + margin_gb:.1f} GB more than the {capacity_gb:.1f} GB "
+            f"usable less a {margin_gb:g} GB margin")

@@ -284,7 +284,7 @@ def simulate(
 def estimate(model: Any, system: Any, fabric: Any, plan: Any, *, catalog: Any = None, check: bool = True,
              schedule: str | None = None, stragglers: tuple[Straggler, ...] = (),
              interference: InterferenceModel | None = None, steps: int = 1, trace: bool = False,
-             network: Any = None) -> EventResult:
+             network: Any = None, memory_margin_gb: float | None = None) -> EventResult:
     """Event-driven counterpart of ``clustertwin.sim.analytical.estimate`` (same arguments first).
 
     Step time, breakdown, bottleneck, critical path and utilisation come from the event engine; memory
@@ -297,7 +297,8 @@ def estimate(model: Any, system: Any, fabric: Any, plan: Any, *, catalog: Any = 
         from ...workload.plan import check_plan
 
         check_plan(model, plan)
-    ana = analytical_estimate(model, system, fabric, plan, catalog=catalog, check=False, network=network)
+    margin = {} if memory_margin_gb is None else {"memory_margin_gb": memory_margin_gb}
+    ana = analytical_estimate(model, system, fabric, plan, catalog=catalog, check=False, network=network, **margin)
     res = simulate(model, system, fabric, plan, catalog=catalog, schedule=schedule, stragglers=stragglers,
                    interference=interference, steps=steps, trace=trace, check=False, network=network)
     step = res.step_time_s
@@ -311,6 +312,7 @@ def estimate(model: Any, system: Any, fabric: Any, plan: Any, *, catalog: Any = 
         tokens_per_s=ana.tokens_per_s * ratio, mfu=ana.mfu * ratio, hfu=ana.hfu * ratio,
         tflops_per_gpu=ana.tflops_per_gpu * ratio, tflops_per_gpu_hw=ana.tflops_per_gpu_hw * ratio,
         memory_gb_per_gpu=ana.memory_gb_per_gpu, fits_memory=ana.fits_memory,
+        memory_capacity_gb=ana.memory_capacity_gb, memory_margin_gb=ana.memory_margin_gb,
         memory_breakdown_gb=dict(ana.memory_breakdown_gb), num_gpus=ana.num_gpus, model=ana.model,
         system=ana.system, fabric=ana.fabric, plan=dict(ana.plan), assumptions=assumptions,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections import defaultdict
 
+from ...workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits
 from .analysis import COMPUTE_CATS, critical_segments, stage_times, stream_utilisation
 from .engine import Engine
 from .graph import build_step
@@ -124,7 +125,8 @@ def simulate_work(
         hfu=float(hfu),
         tflops_per_gpu=float(tflops),
         memory_gb_per_gpu=meta.memory_bytes_per_gpu / 1e9,
-        fits_memory=bool(meta.memory_bytes_per_gpu <= meta.hbm_bytes) if meta.hbm_bytes else True,
+        fits_memory=bool(memory_fits(meta.memory_bytes_per_gpu, meta.hbm_bytes)) if meta.hbm_bytes else True,
+        memory_capacity_gb=meta.hbm_bytes / 1e9, memory_margin_gb=DEFAULT_MEMORY_MARGIN_GB,
         breakdown=breakdown,
         bottleneck=bottleneck,
         critical_path=[

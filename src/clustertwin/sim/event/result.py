@@ -79,4 +79,5 @@ class EventResult(StepResult):
             if isinstance(v, np.generic):
                 v = v.item()
             out[k] = v
+        out["memory_left_gb"] = self.memory_left_gb
         return out
