@@ -11,7 +11,10 @@ saw.
 
 Speed: a row's prediction depends only on the constants of its own chip, and constants marked
 ``additive`` (a per-step overhead) shift the step time by their value, so every row is evaluated once
-per grid point of its chip's non-additive constant and all folds reuse that table.
+per grid point of its chip's non-additive constant and all folds reuse that table. Constants marked
+``linear`` (a stall per MoE layer and micro-batch: the step time is linear in it with a slope that depends
+on the row's layer and micro-batch counts) cost one more prediction per grid point, at the grid's largest
+value, which gives the row's slope; ``rows: moe`` constants apply to MoE rows only.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class FittedConstant:
     groups: dict[str, tuple[str, ...]]  # group name -> chip ids ("*" = every chip), or stack ids (scope stack)
     additive: bool = False
     scope: str = "chip"  # "chip": per accelerator (step_efficiency overlay); "stack": per software-stack preset
+    linear: bool = False  # step time linear in it with a row-dependent slope (e.g. a per-MoE-layer stall)
+    rows: str = "all"  # "all", or "moe": only rows of MoE models depend on it
 
     def group_of(self, chip: str, stack: str = "") -> str | None:
         key = stack if self.scope == "stack" else chip
@@ -53,7 +58,8 @@ def fitted_constants() -> list[FittedConstant]:
         grid = tuple(round(lo + i * step, 6) for i in range(n + 1))
         out.append(FittedConstant(key=key, unit=str(spec.get("unit", "")), meaning=str(spec.get("meaning", "")),
                                   grid=grid, groups={g: tuple(c) for g, c in spec["groups"].items()},
-                                  additive=bool(spec.get("additive", False)), scope=str(spec.get("scope", "chip"))))
+                                  additive=bool(spec.get("additive", False)), scope=str(spec.get("scope", "chip")),
+                                  linear=bool(spec.get("linear", False)), rows=str(spec.get("rows", "all"))))
     return out
 
 
@@ -91,6 +97,7 @@ class _RowTable:
     group: dict[str, str | None]  # constant key -> group of this row's chip / stack
     keys: tuple[str, ...] = ()  # the non-additive constants that apply to this row (order of `base` keys)
     base: dict[tuple, float] = field(default_factory=dict)  # grid point -> prediction with additive constants = 0
+    slope: dict[tuple, dict[str, float]] = field(default_factory=dict)  # grid point -> d(step)/d(linear constant)
 
 
 def _row_chip(row: dict[str, str], catalog) -> str:
@@ -116,7 +123,7 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
 
     from .validate import predict_training_row, stack_for_row
 
-    zero_add = {c.key: 0.0 for c in consts if c.additive and c.scope == "chip"}
+    zero_add = {c.key: 0.0 for c in consts if (c.additive or c.linear) and c.scope == "chip"}
     tables, skipped = [], []
     for row in rows:
         rid = (row.get("id") or "?").strip()
@@ -124,8 +131,10 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
         try:
             chip = _row_chip(row, catalog)
             stack = stack_for_row(row).id
-            groups = {c.key: c.group_of(chip, stack) for c in consts}
-            mine = [c for c in consts if not c.additive and groups[c.key] is not None]
+            is_moe = int(float((row.get("num_experts") or "0").strip() or 0)) > 0
+            groups = {c.key: (c.group_of(chip, stack) if c.rows != "moe" or is_moe else None) for c in consts}
+            mine = [c for c in consts if not c.additive and not c.linear and groups[c.key] is not None]
+            lin = [c for c in consts if c.linear and groups[c.key] is not None]
             rt = _RowTable(rid, float(meas) if meas else 0.0, chip, stack, groups, tuple(c.key for c in mine))
             for point in itertools.product(*(c.grid for c in mine)):
                 chip_vals, stack_vals = dict(zero_add), {}
@@ -133,6 +142,11 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
                     (stack_vals if c.scope == "stack" else chip_vals)[c.key] = v
                 cat = _overlay_catalog(catalog, chip, chip_vals, stack, stack_vals)
                 rt.base[tuple(point)] = predict_training_row(row, cat)
+                rt.slope[tuple(point)] = {}
+                for c in lin:  # one more prediction at the grid's largest value gives the slope
+                    probe = max(c.grid) or 1.0
+                    cat1 = _overlay_catalog(catalog, chip, {**chip_vals, c.key: probe}, stack, stack_vals)
+                    rt.slope[tuple(point)][c.key] = (predict_training_row(row, cat1) - rt.base[tuple(point)]) / probe
         except (InputError, ArithmeticError, ValueError, KeyError, TypeError):
             skipped.append(rid)
             continue
@@ -148,7 +162,8 @@ def _predict(rt: _RowTable, values: dict[str, dict[str, float]], consts: list[Fi
     point = tuple(values[k][rt.group[k]] for k in rt.keys)
     if point not in rt.base:  # a value off the grid (median fill): nearest grid point
         point = min(rt.base, key=lambda p: sum(abs(a - b) for a, b in zip(p, point, strict=True)))
-    return rt.base[point] + add
+    lin = sum(s * values[k][rt.group[k]] for k, s in rt.slope.get(point, {}).items())
+    return rt.base[point] + add + lin
 
 
 def _mape(tables: list[_RowTable], values, consts) -> float:

@@ -94,8 +94,9 @@ def test_host_idle_only_when_host_outpaces_gpu(catalog):
     slow = replace(st_in, hw=replace(st_in.hw, eff=replace(eff, moe_host_layer_s=1e-3, moe_host_expert_s=1e-3)))
     f, b = host_idle(slow, np.asarray(0.0), np.asarray(0.0))
     assert float(f) == pytest.approx((1e-3 + 16e-3) / 3) and float(b) == pytest.approx(2 * (1e-3 + 16e-3) / 3)
-    f, b = host_idle(slow, np.asarray(1.0), np.asarray(1.0))  # GPU work longer than the host's issue time
-    assert float(f) == 0.0 and float(b) == 0.0
+    # GPU work longer than the per-expert issue time hides it; the stall at the sync stays exposed
+    f, b = host_idle(slow, np.asarray(1.0), np.asarray(1.0))
+    assert float(f) == pytest.approx(1e-3 / 3) and float(b) == pytest.approx(2e-3 / 3)
     dense = replace(slow, model=ModelSpec(id="d", num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=10))
     assert float(host_idle(dense, np.asarray(0.0), np.asarray(0.0))[0]) == 0.0
 

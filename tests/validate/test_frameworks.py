@@ -138,3 +138,25 @@ def test_cli_validate_by_and_cv_json(validation_dir, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "clustertwin", "validate", str(out), "--by", "colour"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "colour" in bad.stderr
+
+
+def test_cross_validation_linear_moe_stall(validation_dir):
+    """moe_host_layer_us is fitted per host platform on MoE rows only, through a per-row slope."""
+    from clustertwin.calibration import _build_tables, cross_validate, fitted_constants
+    from clustertwin.catalog import load_catalog
+
+    rows = _rows(validation_dir)
+    moe = [r for r in rows if (r["num_experts"] or "0") not in ("", "0") and r["gpu"] == "b200"][:2]
+    dense = [r for r in rows if (r["num_experts"] or "0") in ("", "0") and r["gpu"] == "b200"][:1]
+    consts = fitted_constants()
+    stall = next(c for c in consts if c.key == "moe_host_layer_us")
+    assert stall.linear and stall.rows == "moe"
+    tables, _ = _build_tables(moe + dense, load_catalog(), consts)
+    by = {t.id: t for t in tables}
+    assert by[dense[0]["id"]].group["moe_host_layer_us"] is None  # dense rows do not depend on it
+    for r in moe:
+        t = by[r["id"]]
+        assert t.group["moe_host_layer_us"] == "blackwell-hgx"
+        assert all(s["moe_host_layer_us"] > 0 for s in t.slope.values())
+        # the slope reproduces a direct prediction at the shipped value
+        assert cross_validate([r], "id").in_sample_mape_pct == pytest.approx(validate_rows([r]).mape_pct, rel=1e-6)

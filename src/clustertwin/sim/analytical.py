@@ -34,6 +34,7 @@ from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
 from .machine import uncalibrated_note
+from .pp_layout import balanced_last_stage_time
 from .result import StepResult
 
 BREAKDOWN = (
@@ -106,6 +107,11 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     plus2 = (~even) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
     slots = (L + 2.0) / p
     T_last = np.where(plus2, np.maximum(slots * t_layer, (slots - 1.0) * t_layer + logits), Lps * t_layer + logits)
+    # Neither: Megatron needs an explicit layout (``pipeline_model_parallel_layout``; NVIDIA's DeepSeek-V3
+    # recipes: "Et*4|(t*4|)*14tmL" for 61 layers on 16 virtual stages); we assume the balanced one, whole
+    # layers per stage, the last rank trading layers for the output head(s) and MTP (pp_layout.py).
+    custom = (~even) & (~plus2) & (p > 1)
+    T_last = np.where(custom, balanced_last_stage_time(L, p, t_layer, logits), T_last)
     T_avg = Lps * t_layer + logits / p
     bubble = (p - 1.0) / v * T_avg
 

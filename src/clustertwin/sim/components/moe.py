@@ -30,13 +30,16 @@ Interface: ``moe_layer(st) -> MoELayer``; all fields zero for a dense model. The
 ``host_idle(st, gpu_fwd_s, gpu_bwd_s)``: GPU idle time of one MoE layer while the host issues it.
 Dropless routing makes the expert split sizes data-dependent; Megatron's token dispatcher copies the
 tokens-per-expert counts to the host (a device-to-host synchronisation, ``cuda_sync_point``) before the
-all-to-all and the grouped GEMMs, which need them as host integers. After that point the host cannot
-have queued work ahead, so the MoE block runs at the pace of whichever is slower: the GPU work of the
-block (``gpu_*_s``: its GEMMs, permutation kernels and all-to-alls) or the host issuing it,
-H = ``moe_host_layer`` + ``moe_host_expert`` x local experts (TE GroupedLinear prepares, quantises and
-launches every expert's GEMMs separately; TE issues #1499, #2897), 1/3 in the forward and 2/3 in the
-backward (dgrad + wgrad). idle = max(0, H - gpu). The two host constants are implementation properties
-of Megatron-Core + Transformer Engine (efficiency.yaml ``defaults``, fitted; docs/modelling.md).
+all-to-all and the grouped GEMMs, which need them as host integers. At that point the GPU queue is
+empty: the GPU waits for the copy and for the host to issue the kernels after it, which in eager mode
+(no CUDA graph over the MoE block) come one Python/launch call at a time, each slower to issue than the
+small router / permutation / per-expert kernels are to run. Two parts: ``moe_host_layer`` (S), the GPU
+time lost per MoE layer and micro-batch (forward + backward) this way, exposed whole (1/3 forward, 2/3
+backward): a per-host-platform constant FITTED on the MoE rows (efficiency.yaml ``fitted``; it also
+absorbs how much of the layer the platform's usual Megatron configuration captures in CUDA graphs);
+and ``moe_host_expert`` x local experts (H, sourced: TE GroupedLinear prepares, quantises and launches
+every expert's GEMMs separately; TE issues #1499, #2897), which hides under the block's own GPU work
+(``gpu_*_s``: its GEMMs, permutation kernels and all-to-alls): idle = S + max(0, H - gpu).
 
 Routing: balanced (every local expert gets the same m). The published MoE benchmarks force balanced
 routing (``--moe-router-force-load-balancing``; validation README), so no imbalance factor is applied;
@@ -79,8 +82,10 @@ def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
         return z, z
     eff = st.hw.eff
     _, local = tokens_per_expert(st)
-    host = eff.moe_host_layer_s + eff.moe_host_expert_s * local
-    return np.maximum(0.0, host / 3.0 - gpu_fwd_s), np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s)
+    host = eff.moe_host_expert_s * local
+    stall = eff.moe_host_layer_s  # exposed whole: the GPU queue is empty at the sync
+    return (stall / 3.0 + np.maximum(0.0, host / 3.0 - gpu_fwd_s),
+            2.0 * stall / 3.0 + np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s))
 
 
 def grouped_gemm_train_time(st: Stage, M, N, K, experts, *, in_bytes: float):

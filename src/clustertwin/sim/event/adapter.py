@@ -15,8 +15,9 @@ Mapping (one layer, one micro-batch, one representative rank):
 
 Layers per virtual stage follow Megatron: even when ``p*v`` divides ``L``; when it divides ``L + 2``
 the embedding and the loss count as one layer each, so the first and last virtual stages hold one
-layer fewer (``account_for_embedding/loss_in_pipeline_split``); otherwise the remainder goes to the
-middle stages.
+layer fewer (``account_for_embedding/loss_in_pipeline_split``); otherwise the run needs an explicit
+layout and we take the balanced one of ``sim/pp_layout.py`` (as the analytical engine does; without
+the head cost, the remainder goes to the middle stages).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
+from ..pp_layout import balanced_virtual_stage_counts
 from .core import simulate_work
 from .engine import LINK_SCALEOUT, LINK_SCALEUP, InterferenceModel
 from .result import EventResult, StepMeta
@@ -40,8 +42,10 @@ from .work import EventOptions, LayerWork, StageWork, Straggler
 SCALEOUT_TO_SCALEUP_SLOWDOWN = 1.0
 
 
-def layers_per_virtual_stage(num_layers: int, p: int, v: int) -> list[int]:
-    """Transformer layers of each virtual stage 0..p*v-1 (Megatron rules, see module docstring)."""
+def layers_per_virtual_stage(num_layers: int, p: int, v: int, head_over_layer: float | None = None) -> list[int]:
+    """Transformer layers of each virtual stage 0..p*v-1 (Megatron rules, see module docstring).
+    ``head_over_layer``: the last stage's output head(s) + loss + MTP in units of one layer's time; given,
+    a split that is neither even nor L + 2 takes the balanced custom layout (``sim/pp_layout.py``)."""
     n = p * v
     if num_layers % n == 0:
         return [num_layers // n] * n
@@ -51,6 +55,8 @@ def layers_per_virtual_stage(num_layers: int, p: int, v: int) -> list[int]:
         out[0] -= 1
         out[-1] -= 1
         return out
+    if head_over_layer is not None and p > 1:
+        return balanced_virtual_stage_counts(num_layers, p, v, head_over_layer)
     base, extra = divmod(num_layers, n)
     out = [base] * n
     # remainder to the middle virtual stages (first and last also carry embedding / logits)
@@ -157,7 +163,10 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
         layers = [layer_work_from_costs(model, plan, c, grad_reduce_bytes=grad_reduce_bytes)] * model.num_layers
     logits = LayerWork(fwd=c["logits_fwd_s"], bwd_input=0.5 * c["logits_bwd_s"], bwd_weight=0.5 * c["logits_bwd_s"],
                        attn_fraction=0.0, name="logits")
-    counts = layers_per_virtual_stage(model.num_layers, p, v)
+    lw = layers[-1]
+    t_layer = lw.fwd + lw.bwd_input + lw.bwd_weight + lw.recompute
+    head = c["logits_fwd_s"] + c["logits_bwd_s"] + int(getattr(model, "mtp_depth", 0) or 0) * t_layer
+    counts = layers_per_virtual_stage(model.num_layers, p, v, head / t_layer if t_layer > 0 else 0.0)
     first = [0] * (p * v)
     for k in range(1, p * v):
         first[k] = first[k - 1] + counts[k - 1]
