@@ -162,7 +162,11 @@ def _predict(rt: _RowTable, values: dict[str, dict[str, float]], consts: list[Fi
     point = tuple(values[k][rt.group[k]] for k in rt.keys)
     if point not in rt.base:  # a value off the grid (median fill): nearest grid point
         point = min(rt.base, key=lambda p: sum(abs(a - b) for a, b in zip(p, point, strict=True)))
-    lin = sum(s * values[k][rt.group[k]] for k, s in rt.slope.get(point, {}).items())
+    lin = 0.0
+    for k, s in rt.slope.get(point, {}).items():
+        g = rt.group[k]
+        if g is not None:
+            lin += s * values[k][g]
     return rt.base[point] + add + lin
 
 
