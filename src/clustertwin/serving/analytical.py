@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .phases import STEP_FIELDS, Instance, step_costs
+from .phases import RANK_FIELDS, STEP_FIELDS, Instance, busiest_rank_prefill, step_costs
 
 SCENARIOS = ("offline", "server", "interactive", "prefill", "decode")
 
@@ -99,6 +99,14 @@ def decode_pass(inst: Instance, d, ctx, input_len: float, output_len: float):
     tokens = d * (1 + spec) + done * comp
     c = step_costs(inst, tokens, d * ctx, done * pairs_p, d * (1 + spec) + done)
     t = sum(c[k] for k in STEP_FIELDS)
+    if inst.attn_dp > 1 and comp > 0:
+        # DP-attention ranks prefill independently: the pass waits for the busiest rank's own work
+        dec = d * (1 + spec)
+        room = np.maximum(inst.max_num_tokens - dec, 1.0)
+        unit = room if inst.dep.chunked_prefill else np.minimum(comp, np.maximum(room, comp))
+        pre = busiest_rank_prefill(inst, done * comp, unit)
+        cb = step_costs(inst, dec + pre, d * ctx, pairs_p * pre / comp, dec + pre / comp)
+        t = t + np.maximum(sum(cb[k] for k in RANK_FIELDS) - sum(c[k] for k in RANK_FIELDS), 0.0)
     if spec:
         # draft model / MTP module: one extra layer + LM head per draft token on the d sequences
         dc = step_costs(inst, d, d * ctx, 0.0, d)

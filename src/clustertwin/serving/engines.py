@@ -27,6 +27,7 @@ class EnginePreset:
     a2a_overlap: float  # fraction of the EP all-to-all hidden behind compute (two-batch overlap)
     default_max_num_tokens: int
     default_max_batch: int
+    mixes_whole_prompts: bool = True  # without chunked prefill, whole prompts share a pass with decodes
     source: str = ""
     fitted: dict[str, str] = field(default_factory=dict)
 
@@ -52,7 +53,8 @@ def get_engine(name: str) -> EnginePreset:
         id=key, name=d.get("name", key), step_overhead_s=float(d["step_overhead_ms"]) * 1e-3,
         kv_memory_fraction=float(d["kv_memory_fraction"]), fp8_attention=bool(d["fp8_attention"]),
         a2a_overlap=float(d["a2a_overlap"]), default_max_num_tokens=int(d["default_max_num_tokens"]),
-        default_max_batch=int(d["default_max_batch"]), source=str(d.get("source", "")),
+        default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
+        source=str(d.get("source", "")),
         fitted={k: str(v) for k, v in (d.get("fitted") or {}).items()},
     )
 

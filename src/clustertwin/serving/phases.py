@@ -72,6 +72,7 @@ class Deployment:
     acceptance: float = 0.0  # per-draft-token acceptance probability
     prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
     chunked_prefill: bool = True  # False: a prompt is prefilled whole in one pass
+    scheduler_steps: int = 1  # multi-step scheduling (vLLM num_scheduler_steps): new requests join every k passes
 
     @property
     def gpus(self) -> int:
@@ -210,6 +211,13 @@ def _gemm(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0):
 
 STEP_FIELDS = ("gemm_s", "attention_s", "moe_s", "elementwise_s", "tp_comm_s", "ep_comm_s", "logits_s",
                "offload_s", "overhead_s")
+# Work each attention rank does on its own tokens (projections, dense MLP, attention, norms, TP all-reduce,
+# LM head) vs work shared by the instance's ranks (routed experts over all ranks' tokens, EP all-to-all,
+# weight streaming, host overhead). With DP-attention the ranks meet at every MoE layer, so a pass takes
+# the busiest rank's own work plus the shared work (TensorRT-LLM tech blog 10 "ADP Balance Strategy":
+# iteration time = max over DP ranks).
+RANK_FIELDS = ("gemm_s", "attention_s", "elementwise_s", "tp_comm_s", "logits_s")
+SHARED_FIELDS = ("moe_s", "ep_comm_s", "offload_s", "overhead_s")
 
 
 def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None) -> dict[str, np.ndarray]:
@@ -352,30 +360,66 @@ def step_time(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_token
     return sum(c[k] for k in STEP_FIELDS)
 
 
+def _fields_time(c: dict, fields) -> np.ndarray:
+    return sum(np.asarray(c[k], dtype=float) for k in fields)
+
+
+def busiest_rank_prefill(inst: Instance, mean_tokens, unit) -> np.ndarray:
+    """Expected prefill tokens of the busiest of the ``attn_dp`` ranks in one pass.
+
+    Each rank prefills on its own: in a pass it either carries a prefill unit (a chunk filling its token
+    budget, or a whole prompt without chunked prefill) or none, with probability ``p = mean / unit``
+    (independent ranks, the TensorRT-LLM baseline round-robin scheduler). The busiest of ``N`` ranks
+    carries ``unit`` with probability ``1 - (1 - p)^N``; never less than the mean."""
+    mean = np.asarray(mean_tokens, dtype=float)
+    u = np.maximum(np.asarray(unit, dtype=float), 1e-9)
+    if inst.attn_dp <= 1:
+        return mean
+    p = np.clip(mean / u, 0.0, 1.0)
+    return np.maximum(mean, u * (1.0 - np.power(1.0 - p, inst.attn_dp)))
+
+
 @dataclass(frozen=True, slots=True)
 class StepModel:
-    """A fast step-time model for the simulator: ``base(tokens)`` on a grid + linear attention terms.
+    """A fast step-time model for the simulator: per-rank and shared work on a token grid + linear
+    attention terms.
 
-    ``step(tokens, kv_read, pairs) = interp(base, tokens) + kv_coef * kv_read + pair_coef * pairs`` —
-    attention is linear in the KV read (bytes or FLOPs) and in the prefill query-key pairs, the rest is a
-    function of the tokens in the pass only. Built from ``step_costs`` so both share one op model.
+    ``rank(tokens, kv_read, pairs) = interp(base_rank, tokens) + kv_coef * kv_read + pair_coef * pairs``
+    (attention is linear in the KV read and in the prefill query-key pairs), ``shared(tokens) =
+    interp(base_shared, tokens)``; a pass takes ``rank + shared`` (the busiest rank's own work under
+    DP-attention). Built from ``step_costs`` so both share one op model.
     """
 
     grid: np.ndarray
-    base: np.ndarray
+    base_rank: np.ndarray
+    base_shared: np.ndarray
     kv_coef: float
     pair_coef: float
 
+    def rank(self, tokens, kv_read, pairs):
+        return np.interp(tokens, self.grid, self.base_rank) + self.kv_coef * kv_read + self.pair_coef * pairs
+
+    def shared(self, tokens):
+        return np.interp(tokens, self.grid, self.base_shared)
+
     def __call__(self, tokens, kv_read, pairs):
-        return np.interp(tokens, self.grid, self.base) + self.kv_coef * kv_read + self.pair_coef * pairs
+        return self.rank(tokens, kv_read, pairs) + self.shared(tokens)
 
 
 def step_model(inst: Instance, max_tokens: int) -> StepModel:
-    grid = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(64, max(65, max_tokens), 96)]).round())
-    base = step_time(inst, grid, 0.0, 0.0)
+    top = max(65, int(max_tokens))
+    # GEMM tile quantisation makes the cost jump after every multiple of the M tile: put grid points on
+    # both sides of each jump (and on the budget itself) so interpolation never smears a jump
+    tile = int(inst.hw.eff.gemm_tile_m)
+    edges = np.arange(tile, top + 1, tile * max(1, top // (tile * 256) + 1), dtype=float)
+    grid = np.unique(np.concatenate([np.arange(1, 65), np.geomspace(64, top, 96).round(), edges, edges + 1.0,
+                                     [float(top)]]))
+    grid = grid[grid <= top]
+    c = step_costs(inst, grid, 0.0, 0.0)
     big = 1e7
     kv_coef = float((step_time(inst, 1.0, big, 0.0) - step_time(inst, 1.0, 0.0, 0.0)) / big)
     ctx = 2048.0
     pairs = 64.0 * ctx
     pair_coef = float((step_time(inst, 64.0, 0.0, pairs) - step_time(inst, 64.0, 0.0, 0.0)) / pairs)
-    return StepModel(grid=grid, base=np.asarray(base, dtype=float), kv_coef=kv_coef, pair_coef=pair_coef)
+    return StepModel(grid=grid, base_rank=_fields_time(c, RANK_FIELDS), base_shared=_fields_time(c, SHARED_FIELDS),
+                     kv_coef=kv_coef, pair_coef=pair_coef)

@@ -28,6 +28,8 @@ STEADY_WINDOW = (0.2, 0.8)
 # MAX_SEARCH_REQUESTS requests per simulated load (simulation lengths, not fitted constants)
 STABILITY_SPANS = 8.0
 MAX_SEARCH_REQUESTS = 12_000
+# passes of this rank's history the other DP-attention ranks' loads are drawn from (mean field)
+ADP_HISTORY = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,12 +105,22 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
     steps = 0
     batch_acc = 0.0
     chunked = inst.dep.chunked_prefill
+    ndp = inst.attn_dp
+    hist = np.zeros(ADP_HISTORY)
+    mf_rng = np.random.default_rng(seed + 1)
+    # engines that do not mix whole prompts with decodes (vLLM V0 without chunked prefill) run a
+    # prefill-only pass whenever prompts are waiting: the decodes stall for it
+    separate = not chunked and not inst.engine.mixes_whole_prompts
+    k_sched = max(1, int(inst.dep.scheduler_steps))  # multi-step scheduling: admit every k decode passes
+    since = k_sched
     while (nxt < n or running) and steps < max_steps:
-        # admit
-        while nxt < n and arrive[nxt] <= now and len(running) < max_batch and kv_used + reserve[nxt] <= cap_tokens:
-            running.append(nxt)
-            kv_used += reserve[nxt]
-            nxt += 1
+        # admit (at scheduling points only)
+        if since >= k_sched or not running:
+            since = 0
+            while nxt < n and arrive[nxt] <= now and len(running) < max_batch and kv_used + reserve[nxt] <= cap_tokens:
+                running.append(nxt)
+                kv_used += reserve[nxt]
+                nxt += 1
         if not running:
             if nxt < n:
                 if reserve[nxt] > cap_tokens:
@@ -121,6 +133,10 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
         idx = np.fromiter(running, dtype=np.int64, count=len(running))
         decoding = pre_left[idx] <= 0
         dec = idx[decoding]
+        if separate and dec.size < idx.size:
+            dec = dec[:0]  # a prefill-only pass
+        else:
+            since += 1
         d = dec.size
         tokens = d * (1 + spec)
         room = max(budget - tokens, 0.0)
@@ -139,7 +155,18 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
             pairs = float(np.sum(chunks * done_before + 0.5 * chunks * chunks))
             tokens += float(chunks.sum())
         kv_read = float(np.sum(inp[dec] + gen[dec]))
-        t = float(smodel(tokens / pp, kv_read / pp, pairs / pp)) * pp + draft * d
+        if ndp > 1:
+            # DP-attention: the other ranks are statistically this rank (mean field); the pass waits for
+            # the busiest rank's own work: its prefill excess is the largest of ndp draws of this rank's
+            # recent excesses (over its decode-only work)
+            t_dec = float(smodel.rank(d * (1 + spec) / pp, kv_read / pp, 0.0))
+            excess = float(smodel.rank(tokens / pp, kv_read / pp, pairs / pp)) - t_dec
+            hist[steps % hist.size] = excess
+            filled = min(steps + 1, hist.size)
+            worst = max(excess, float(hist[mf_rng.integers(0, filled, ndp - 1)].max()))
+            t = (t_dec + worst + float(smodel.shared(tokens / pp))) * pp + draft * d
+        else:
+            t = float(smodel(tokens / pp, kv_read / pp, pairs / pp)) * pp + draft * d
         now += t
         steps += 1
         batch_acc += d

@@ -124,8 +124,10 @@ def row_inputs(row: dict, catalog):
     max_batch = 0
     max_tokens = 0
     bval = _lead_int(batch_txt)
+    # the basis names what the number counts; "max_num_tokens=..." in it is a separate setting
+    basis_kind = re.sub(r"max_num_(?:batched_)?tokens\s*=\s*\d+", "", basis)
     if bval:
-        if "token" in basis or "token" in batch_txt.lower():
+        if "token" in basis_kind or "token" in batch_txt.lower():
             max_tokens = bval
         else:
             max_batch = bval
@@ -133,6 +135,8 @@ def row_inputs(row: dict, catalog):
     if m:
         max_tokens = int(m.group(1))
     chunked = not re.search(r"chunked_(?:context|prefill)\s*=\s*false", basis)
+    ms = re.search(r"num_scheduler_steps\s*=\s*(\d+)", basis)
+    sched_steps = int(ms.group(1)) if ms else 1
     hit = _lead_num(row.get("kv_cache_hit_rate")) or 0.0
     spec_txt = (row.get("speculative_decoding") or "").strip().lower()
     spec, accept = 0, 0.0
@@ -146,7 +150,7 @@ def row_inputs(row: dict, catalog):
             assumed.append(f"speculative acceptance not stated: {DEFAULT_ACCEPTANCE} (DeepSeek-V3 report Sec. 5.4.3)")
     dep = Deployment(tp=tp, ep=ep, pp=pp, dp_attention=dp_attn, weights_dtype=wdt, kv_dtype=kvdt,
                      max_batch=max_batch, max_num_tokens=max_tokens, spec_tokens=spec, acceptance=accept,
-                     prefix_hit_rate=hit, chunked_prefill=chunked)
+                     prefix_hit_rate=hit, chunked_prefill=chunked, scheduler_steps=sched_steps)
     ref = (row.get("model_ref") or "").strip()
     inp = _lead_num(row.get("input_len"))
     cv = 0.0
