@@ -96,3 +96,28 @@ def test_step_model_matches_op_model(catalog):
     sm = step_model(inst, 8192)
     for tok, kv, pairs in ((37, 37 * 1500, 0.0), (900, 200 * 1500, 700 * 500.0)):
         assert float(sm(tok, kv, pairs)) == pytest.approx(float(step_time(inst, tok, kv, pairs)), rel=0.05)
+
+
+def test_step_model_keeps_tile_jumps_at_the_budget(catalog):
+    # a pass of exactly the budget must not be interpolated across the next M-tile jump
+    inst = _inst(catalog, tp=1, weights_dtype="fp8", kv_dtype="fp8", max_num_tokens=256)
+    sm = step_model(inst, 257)
+    assert float(sm(256, 0.0, 0.0)) == pytest.approx(float(step_time(inst, 256.0, 0.0, 0.0)), rel=1e-6)
+    assert float(sm(257, 0.0, 0.0)) > float(sm(256, 0.0, 0.0))
+
+
+def test_dp_attention_pass_waits_for_busiest_rank(catalog):
+    from clustertwin.serving.phases import busiest_rank_prefill
+
+    one = _inst(catalog, model="deepseek-v3", system="hgx-h200", tp=8, ep=8, weights_dtype="fp8", kv_dtype="fp8")
+    dp = _inst(catalog, model="deepseek-v3", system="hgx-h200", tp=8, ep=8, dp_attention=True,
+               weights_dtype="fp8", kv_dtype="fp8")
+    assert float(busiest_rank_prefill(one, 100.0, 1000.0)) == 100.0
+    worst = float(busiest_rank_prefill(dp, 100.0, 1000.0))  # p = 0.1 per rank, 8 ranks
+    assert worst == pytest.approx(1000.0 * (1 - 0.9 ** 8))
+    assert float(busiest_rank_prefill(dp, 1000.0, 1000.0)) == 1000.0  # never below the mean
+    # the offline pass of the DP-attention layout is slower than its mean-rank pass
+    from clustertwin.serving.analytical import decode_pass
+
+    t, c = decode_pass(dp, 128.0, 1500.0, 1000.0, 1000.0)
+    assert float(t) > float(sum(np.asarray(c[k]) for k in c))

@@ -47,3 +47,21 @@ def test_slo_search_meets_bounds(inst):
     s = search_qps(inst, wl, requests=300, iters=5)
     assert s.qps_per_rank > 0
     assert s.sim.ttft_s["p99"] <= 0.5 and s.sim.tpot_s["p99"] <= 0.03
+
+
+def test_prefill_only_passes_stall_decodes(catalog):
+    # vLLM V0 without chunked prefill runs prompts in their own passes: decodes wait, TPOT rises
+    s = catalog.system("hgx-h100")
+    wl = Workload(input_len=1500, output_len=100, scenario="server")
+
+    def tpot(engine, steps=1):
+        i = build_instance(get_model("llama3.1-8b"), s, catalog.fabric(s.default_scaleout),
+                           Deployment(tp=1, weights_dtype="fp8", kv_dtype="fp8", max_batch=128, chunked_prefill=False,
+                                      scheduler_steps=steps), get_engine(engine), catalog=catalog)
+        return simulate(i, wl, qps=30, requests=400).tpot_s["mean"], simulate(i, wl, qps=30, requests=400).ttft_s["mean"]
+
+    mixed, _ = tpot("trtllm")
+    separate, ttft1 = tpot("vllm")
+    _, ttft8 = tpot("vllm", steps=8)
+    assert separate > mixed
+    assert ttft8 > ttft1  # multi-step scheduling admits new requests every 8 passes
