@@ -361,7 +361,10 @@ def step_time(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_token
 
 
 def _fields_time(c: dict, fields) -> np.ndarray:
-    return sum(np.asarray(c[k], dtype=float) for k in fields)
+    out = np.zeros_like(np.asarray(c[fields[0]], dtype=float))
+    for k in fields:
+        out = out + np.asarray(c[k], dtype=float)
+    return out
 
 
 def busiest_rank_prefill(inst: Instance, mean_tokens, unit) -> np.ndarray:
