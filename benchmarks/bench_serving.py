@@ -2,7 +2,7 @@
 
     python benchmarks/bench_serving.py            # speed: serve estimate, 10k-request simulation, serve plan
     python benchmarks/bench_serving.py --fit      # refit the engine constants on serving.csv, print them
-    python benchmarks/bench_serving.py --loso     # leave-one-source-out MAPE of the fitted constants
+    python benchmarks/bench_serving.py --loso     # leave-one-source-out MAPE (= clustertwin validate serving --cv source_group)
 
 Targets (issue 17): one offline `serve estimate` < 50 ms; a server simulation of 10,000 requests < 5 s;
 `serve plan` for DeepSeek-V3 on one GB200 NVL72 rack < 30 s.
@@ -24,11 +24,6 @@ import time
 from importlib import resources
 
 import numpy as np
-
-THROUGHPUT_KINDS = ("offline", "prefill", "decode")
-OVERHEAD_GRID_MS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)  # plausible host time per iteration
-HOPPER_GRID = (0.8, 0.85, 0.9, 0.95, 1.0)  # <= 1: MAMF is the most a GEMM reaches
-HOPPER = ("h100-sxm", "h200", "h800")
 
 
 def _rows() -> list[dict]:
@@ -90,66 +85,6 @@ def speed() -> None:
           f"{len(res['goodput'])} simulated): {t:6.2f} s   target < 30 s")
 
 
-def _predict_all(rows, catalog) -> dict[str, float]:
-    from clustertwin.serving.validation import predict_serving_row
-
-    out = {}
-    for r in rows:
-        try:
-            out[r["id"]] = predict_serving_row(r, catalog).predicted
-        except Exception:  # noqa: BLE001 - a row that fails counts as missing in the fit
-            out[r["id"]] = float("nan")
-    return out
-
-
-def _set(overheads: dict[str, float], hopper: float) -> None:
-    from clustertwin.serving import engines
-
-    table = engines._table()
-    for eng, ms in overheads.items():
-        table["engines"][eng]["step_overhead_ms"] = ms
-    for chip in HOPPER:
-        table.setdefault("chips", {}).setdefault(chip, {})["gemm_mamf_scale"] = hopper
-
-
-def _log_ratio(rows, pred) -> float:
-    """Fit criterion: mean absolute log error (the MAPE-like loss, symmetric in over/under)."""
-    v = [abs(math.log(pred[r["id"]] / float(r["target_value"]))) for r in rows if math.isfinite(pred.get(r["id"], math.nan))]
-    return float(np.mean(v)) if v else math.inf
-
-
-def fit(rows, catalog) -> tuple[dict[str, float], float]:
-    """Coordinate fit: Hopper GEMM scale on Hopper rows, then each engine's overhead on its rows."""
-    from clustertwin.serving.engines import engine_for_framework, engine_ids
-
-    thr = [r for r in rows if r["scenario_kind"] in THROUGHPUT_KINDS]
-    by_engine = {e: [r for r in thr if engine_for_framework(r["framework"]).id == e] for e in engine_ids()}
-    from clustertwin.serving import engines
-
-    over = {e: float(engines._table()["engines"][e]["step_overhead_ms"]) for e in engine_ids()}
-    hop_rows = [r for r in thr if r["gpu_id"] in HOPPER]
-    best_h, err_h = 1.0, math.inf
-    for h in HOPPER_GRID:
-        _set(over, h)
-        e = _log_ratio(hop_rows, _predict_all(hop_rows, catalog))
-        if e < err_h:
-            best_h, err_h = h, e
-    for eng, rs in by_engine.items():
-        if not rs:  # no rows to fit on (e.g. its only source held out): the generic engine's prior
-            over[eng] = float(engines._table()["engines"]["generic"]["step_overhead_ms"])
-            continue
-        best, err = over[eng], math.inf
-        for ms in OVERHEAD_GRID_MS:
-            over[eng] = ms
-            _set(over, best_h)
-            e = _log_ratio(rs, _predict_all(rs, catalog))
-            if e < err:
-                best, err = ms, e
-        over[eng] = best
-    _set(over, best_h)
-    return over, best_h
-
-
 def _mape(rows, pred) -> float:
     errs = [abs(pred[r["id"]] / float(r["target_value"]) - 1) * 100 for r in rows if math.isfinite(pred.get(r["id"], math.nan))]
     return float(np.mean(errs)) if errs else math.nan
@@ -159,7 +94,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--loso", action="store_true")
-    ap.add_argument("--group", default="", help="--loso: hold out only source groups containing this text")
+    ap.add_argument("--group", default="", help="--loso: print only the held-out groups containing this text")
     args = ap.parse_args()
     if not (args.fit or args.loso):
         speed()
@@ -168,33 +103,29 @@ def main() -> None:
 
     cat = load_catalog()
     rows = _rows()
+    from clustertwin.serving.calibration import (
+        THROUGHPUT_KINDS,
+        cross_validate,
+        fit,
+        predict_rows,
+        restored_constants,
+    )
+
     if args.fit:
         thr = [r for r in rows if r["scenario_kind"] in THROUGHPUT_KINDS]
-        pred = _predict_all(thr, cat)
-        print(f"shipped constants: throughput rows MAPE {_mape(thr, pred):.1f} %")
-        over, hop = fit(rows, cat)
-        print("fitted step_overhead_ms per engine:", over, " Hopper gemm_mamf_scale:", hop)
-        pred = _predict_all(rows, cat)
-        thr = [r for r in rows if r["scenario_kind"] in THROUGHPUT_KINDS]
-        print(f"MAPE all rows {_mape(rows, pred):.1f} %, throughput rows {_mape(thr, pred):.1f} %")
+        print(f"shipped constants: throughput rows MAPE {_mape(thr, predict_rows(thr, cat)):.1f} %")
+        with restored_constants():
+            over, hop = fit(rows, cat)
+            print("fitted step_overhead_ms per engine:", over, " Hopper gemm_mamf_scale:", hop)
+            pred = predict_rows(rows, cat)
+            print(f"MAPE all rows {_mape(rows, pred):.1f} %, throughput rows {_mape(thr, pred):.1f} %")
     if args.loso:
-        from clustertwin.serving import engines
-
-        base = {e: dict(v) for e, v in engines._table()["engines"].items()}
-        base_chips = {c: dict(v) for c, v in (engines._table().get("chips") or {}).items()}
-        held = []
-        for group in sorted({r["source_group"] for r in rows if args.group in r["source_group"]}):
-            train = [r for r in rows if r["source_group"] != group]
-            test = [r for r in rows if r["source_group"] == group]
-            over, hop = fit(train, cat)
-            pred = _predict_all(test, cat)
-            m = _mape(test, pred)
-            held.append((group, len(test), m, over, hop))
-            print(f"held out {group!r:55s} n={len(test):2d}  MAPE {m:6.1f} %  (refit: {over}, hopper {hop})")
-            engines._table()["engines"].update({e: dict(v) for e, v in base.items()})
-            engines._table()["chips"] = {c: dict(v) for c, v in base_chips.items()}
-        n = sum(h[1] for h in held)
-        print(f"leave-one-source-out MAPE (row-weighted): {sum(h[1] * h[2] for h in held) / n:.1f} %")
+        rep = cross_validate(rows, "source_group", catalog=cat)
+        for fo in rep.folds:
+            if args.group and args.group not in fo["fold"]:
+                continue
+            print(f"held out {fo['fold']!r:55s} n={fo['n']:2d}  MAPE {fo['mape_pct']:6.1f} %  (refit: {fo['values']})")
+        print(f"leave-one-source-out MAPE (row-weighted): {rep.mape_pct:.1f} %  (in sample {rep.in_sample_mape_pct:.1f} %)")
 
 
 if __name__ == "__main__":

@@ -227,14 +227,19 @@ def validate_cross(path: str | Path, row_column: str, column: str, *, report=Non
 
 
 def cross_validate(path: str | Path, column: str = "source", *, catalog=None, catalog_paths=()):
-    """Leave-one-``column``-out cross-validation of the fitted constants on a training CSV (``CVReport``)."""
+    """Leave-one-``column``-out cross-validation of the fitted constants on a training or serving CSV
+    (``CVReport``; serving: the engine overheads and the Hopper GEMM scale, serving/calibration.py)."""
     from .calibration import cross_validate as cv
     from .validate import read_rows
 
     rows = read_rows(path)
+    if rows and "target_metric" in rows[0] and "measured_step_time_s" not in rows[0]:
+        from .serving.calibration import cross_validate as serving_cv
+
+        return serving_cv(rows, column, catalog=_catalog(catalog, catalog_paths))
     if rows and "measured_step_time_s" not in rows[0]:
-        raise InputError(f"{path}: --cv needs a training-format file (measured_step_time_s)",
-                         hint="cross-validation refits the step-time constants")
+        raise InputError(f"{path}: --cv needs a training-format (measured_step_time_s) or serving-format "
+                         "(target_metric) file", hint="cross-validation refits the fitted constants of that model")
     return cv(rows, column, catalog=_catalog(catalog, catalog_paths))
 
 

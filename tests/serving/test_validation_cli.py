@@ -85,3 +85,24 @@ def test_serve_disaggregated_and_bad_flags(capsys):
                                  "--tp", "2", "--qps", "1", *bad)
         assert code == 2, (bad, err)
         assert out == "" and "error" in err
+
+
+def test_serving_cross_validation_refits_per_source(validation_dir, tmp_path, capsys):
+    # leave-one-source-group-out on a small subset: every held-out row predicted, constants restored after
+    from clustertwin.serving import engines
+
+    before = {e: v["step_overhead_ms"] for e, v in engines._table()["engines"].items()}
+    rows = [r for r in _rows(validation_dir) if r["id"] in QUICK]
+    path = tmp_path / "subset.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    code, out, err = run_cli(capsys, "validate", str(path), "--cv", "source", "--json")
+    assert code == 0, err
+    cv = json.loads(out)["cv"]
+    assert cv["column"] == "source_group"
+    assert {r["id"] for r in cv["rows"]} == set(QUICK)
+    assert {f["fold"] for f in cv["folds"]} == {r["source_group"] for r in rows}
+    assert any(c["key"] == "step_overhead_ms" and c["group"] == "trtllm" for c in cv["constants"])
+    assert {e: v["step_overhead_ms"] for e, v in engines._table()["engines"].items()} == before
