@@ -54,14 +54,18 @@ def test_prefill_only_passes_stall_decodes(catalog):
     s = catalog.system("hgx-h100")
     wl = Workload(input_len=1500, output_len=100, scenario="server")
 
-    def tpot(engine, steps=1):
+    from dataclasses import replace
+
+    def tpot(mixes, steps=1):
+        eng = replace(get_engine("vllm"), mixes_whole_prompts=mixes)  # the same engine, one scheduler switch
         i = build_instance(get_model("llama3.1-8b"), s, catalog.fabric(s.default_scaleout),
                            Deployment(tp=1, weights_dtype="fp8", kv_dtype="fp8", max_batch=128, chunked_prefill=False,
-                                      scheduler_steps=steps), get_engine(engine), catalog=catalog)
-        return simulate(i, wl, qps=30, requests=400).tpot_s["mean"], simulate(i, wl, qps=30, requests=400).ttft_s["mean"]
+                                      scheduler_steps=steps), eng, catalog=catalog)
+        r = simulate(i, wl, qps=30, requests=400)
+        return r.tpot_s["mean"], r.ttft_s["mean"]
 
-    mixed, _ = tpot("trtllm")
-    separate, ttft1 = tpot("vllm")
-    _, ttft8 = tpot("vllm", steps=8)
+    mixed, _ = tpot(True)
+    separate, ttft1 = tpot(False)
+    _, ttft8 = tpot(False, steps=8)
     assert separate > mixed
     assert ttft8 > ttft1  # multi-step scheduling admits new requests every 8 passes

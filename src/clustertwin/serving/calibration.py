@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,23 @@ THROUGHPUT_KINDS = ("offline", "prefill", "decode")
 OVERHEAD_GRID_MS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)  # plausible host time per iteration
 HOPPER_GRID = (0.8, 0.85, 0.9, 0.95, 1.0)  # <= 1: MAMF is the most a GEMM reaches
 HOPPER = ("h100-sxm", "h200", "h800")
+
+
+@dataclass(frozen=True, slots=True)
+class CVReport:
+    """Leave-one-group-out result; the same fields as the training ``calibration.CVReport`` (one renderer)."""
+
+    column: str
+    folds: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    mape_pct: float
+    in_sample_mape_pct: float
+    constants: list[dict[str, Any]]
+    skipped: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "mape_pct": self.mape_pct, "in_sample_mape_pct": self.in_sample_mape_pct,
+                "folds": self.folds, "rows": self.rows, "constants": self.constants, "skipped": self.skipped}
 
 
 @contextmanager
@@ -113,8 +131,7 @@ def fit(rows: list[dict], catalog) -> tuple[dict[str, float], float]:
 
 
 def cross_validate(rows: list[dict], column: str = "source_group", *, catalog=None):
-    """Leave-one-``column``-value-out: refit without the fold, predict the fold (``calibration.CVReport``)."""
-    from ..calibration import CVReport
+    """Leave-one-``column``-value-out: refit without the fold, predict the fold (``CVReport``)."""
     from ..catalog import load_catalog
     from . import engines
 
@@ -124,7 +141,8 @@ def cross_validate(rows: list[dict], column: str = "source_group", *, catalog=No
         raise InputError(f"--cv {column}: the file has no column {column!r}",
                          hint="group by a column of the file, e.g. --cv source_group")
     catalog = catalog or load_catalog()
-    rows = [r for r in rows if _measured(r)]
+    meas = {r["id"]: v for r in rows if (v := _measured(r)) is not None}
+    rows = [r for r in rows if r["id"] in meas]
     skipped: list[str] = []
     with restored_constants():
         shipped = {e: float(v["step_overhead_ms"]) for e, v in engines._table()["engines"].items()}
@@ -145,7 +163,7 @@ def cross_validate(rows: list[dict], column: str = "source_group", *, catalog=No
                 if not math.isfinite(p):
                     skipped.append(r["id"])
                     continue
-                m = _measured(r)
+                m = meas[r["id"]]
                 e = 100.0 * (p - m) / m
                 errs.append(e)
                 out_rows.append({"id": r["id"], "fold": name, "measured": m, "predicted": p, "error_pct": e})
@@ -154,7 +172,7 @@ def cross_validate(rows: list[dict], column: str = "source_group", *, catalog=No
                               "bias_pct": float(np.mean(errs)), "max_abs_error_pct": float(np.max(np.abs(errs))),
                               "values": {"step_overhead_ms": over, "hopper_gemm_mamf_scale": hop}})
     cv_mape = float(np.mean([abs(r["error_pct"]) for r in out_rows])) if out_rows else float("nan")
-    ins = [abs(in_pred[r["id"]] / _measured(r) - 1.0) * 100 for r in rows if math.isfinite(in_pred[r["id"]])]
+    ins = [abs(in_pred[r["id"]] / meas[r["id"]] - 1.0) * 100 for r in rows if math.isfinite(in_pred[r["id"]])]
     constants: list[dict[str, Any]] = []
     for eng, v in shipped.items():
         spread = [fv[0][eng] for fv in fold_vals]
