@@ -144,3 +144,23 @@ def test_sliding_window_layers_attend_to_the_window_only(catalog):
         "head_dim": 64, "sliding_window": 128, "sliding_window_fraction": 0.5}
     with pytest.raises(InputError, match="sliding_window"):
         full.with_(sliding_window_fraction=0.5)
+
+
+def test_host_stall_is_per_platform_and_amortised_by_the_micro_batch(catalog):
+    """The dispatcher sync stall is a per-MoE-layer, per-micro-batch cost of the host platform: x86 HGX
+    Blackwell > x86 HGX Hopper > Grace Blackwell (fitted, efficiency.yaml), and every MoE estimate says so."""
+    from clustertwin.sim.analytical import estimate
+    from clustertwin.workload.plan import make_plan
+
+    stalls = {s: _stage(catalog, s).hw.eff.moe_host_layer_s for s in ("hgx-b200", "hgx-h100", "gb200-nvl72")}
+    assert stalls["hgx-b200"] > stalls["hgx-h100"] > stalls["gb200-nvl72"] > 0
+    s = catalog.system("hgx-b200")
+    fab = catalog.fabric(s.default_scaleout)
+    per_token = []
+    for mb in (1, 4):
+        plan = make_plan(gpus=8, tp=1, pp=1, dp=8, ep=8, micro_batch=mb, global_batch=64, seq_len=4096,
+                         dtype="mxfp8", recompute="none")
+        r = estimate(QWEN3_30B, s, fab, plan, catalog=catalog)
+        assert any("dispatcher" in a and "device-to-host" in a for a in r.assumptions)
+        per_token.append(r.breakdown["moe_host"])
+    assert per_token[1] == pytest.approx(per_token[0] / 4, rel=0.05)  # 4x fewer micro-batches, 4x less stall

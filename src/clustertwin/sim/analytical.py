@@ -306,6 +306,18 @@ def bandwidth_assumption(hw: Hardware) -> str:
             f"({v.nics_per_host} x {v.nic_bw * 8 / 1e9:.0f} Gb/s per {v.devices_per_host} GPUs, {limit})")
 
 
+def moe_assumptions(model: ModelSpec, hw: Hardware) -> list[str]:
+    """What the MoE cost model assumes (sim/components/moe.py), for every estimate of an MoE model."""
+    if not model.is_moe:
+        return []
+    return [
+        "MoE: balanced routing, no load imbalance (the published MoE benchmarks force balance)",
+        f"MoE: {hw.eff.moe_host_layer_s * 1e3:.2f} ms of GPU idle per MoE layer per micro-batch at the dispatcher's "
+        "device-to-host sync (fitted per host platform on Megatron runs; a CUDA-graphed or sync-free "
+        "dispatcher is faster)",
+    ]
+
+
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
              catalog: Any = None, check: bool = True, network: Any = None,
              memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> StepResult:
@@ -333,7 +345,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
         else "unfused attention (batched GEMMs + softmax kernels)",
         "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
         bandwidth_assumption(hw),
-    ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()]
+    ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()] + moe_assumptions(model, hw)
     flag = uncalibrated_note(system.accelerator.id)
     if flag:
         assumptions.insert(0, flag)
