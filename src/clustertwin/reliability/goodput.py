@@ -160,7 +160,9 @@ def goodput(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetup,
     rates = model.class_rates(counts.exposure())
     lam = float(rates.sum())
     mtbi = 1.0 / lam if lam > 0 else float("inf")
-    if not np.isfinite(mtbi):  # rates so small that 1/rate overflows: no failures
+    # rates so small that 1/rate overflows, or that the job expects < 1e-12 failures: none (the optimal
+    # interval ~ sqrt(2 delta M) would overflow the ETTR formula)
+    if not np.isfinite(mtbi) or lam * days * DAY < 1e-12:
         lam, mtbi, rates = 0.0, float("inf"), np.zeros_like(rates)
     sa, block, waits = spare_analysis(model, counts, spares, target_block_probability)
     mean_wait = float((rates * block * waits).sum() / lam) if lam > 0 else 0.0
