@@ -217,7 +217,8 @@ def plan(model, system, scaleout, engine, req: PlanRequest, *, catalog=None) -> 
     if top:
         best = top[0]
         out["best"] = _with_econ(best.to_dict(), econ, req.gpus)
-        coloc = [c for c in top if c.mode == "colocated"][: req.simulate_top]
+        # the best colocated plans are simulated even when disaggregated plans lead the list
+        coloc = _distinct([c for c in feasible if c.mode == "colocated"], req.simulate_top)
         out["goodput"] = _goodput(model, system, scaleout, engine, req, wl, coloc, catalog, econ)
     return out
 
