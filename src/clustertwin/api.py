@@ -25,7 +25,7 @@ NETWORKS = ("analytical", "flow")
 
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
               "sequence_parallel", "zero", "fsdp", "recompute", "dtype", "flash_attention", "overlap",
-              "grad_reduce_bytes", "uneven_pipeline", "cp_comm", "microbatch_group", "stack")
+              "grad_reduce_bytes", "uneven_pipeline", "cp_comm", "microbatch_group", "pipeline_schedule", "stack")
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +292,8 @@ def plan_request(*, model: str | ModelSpec | None = None, system: str | None = N
                  cp: int | None = None, ep: int | None = None, vpp: int | None = None, zero: int | None = None,
                  micro_batch: int | None = None, recompute: str | None = None, cross_domain: bool = False,
                  all_variants: bool = False, workers: int = 1, stack: str | None = None,
-                 max_idle_gpus: int | None = None, memory_margin: float | None = None):
+                 max_idle_gpus: int | None = None, memory_margin: float | None = None, etp: int | None = None,
+                 pipeline_schedule: str | None = None):
     """The planner request ``clustertwin plan`` builds from its flags (checked), and the defaults used."""
     from .errors import UnknownNameError
     from .planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest
@@ -315,6 +316,16 @@ def plan_request(*, model: str | ModelSpec | None = None, system: str | None = N
         if recompute not in RECOMPUTE:
             raise UnknownNameError("recompute setting", recompute, RECOMPUTE)
         fixed["recompute"] = (RECOMPUTE.index(recompute),)
+    if etp is not None:
+        if etp < 1:
+            raise InputError(f"--etp must be positive, got {etp}")
+        fixed["etp"] = (etp,)
+    if pipeline_schedule is not None:
+        from .planner.space import SCHEDULES
+
+        if pipeline_schedule not in SCHEDULES:
+            raise UnknownNameError("pipeline schedule", pipeline_schedule, SCHEDULES)
+        fixed["schedule"] = (SCHEDULES.index(pipeline_schedule),)
     opts = SpaceOptions(fixed=fixed, tp_across_domains=cross_domain, ep_across_domains=True,
                         max_vpp=max(8, vpp or 1), max_cp=max(32, cp or 1), max_pp=max(128, pp or 1),
                         micro_batches=(1, 2, 4, 8) if micro_batch is None else (micro_batch,),

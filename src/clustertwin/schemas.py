@@ -108,6 +108,7 @@ class PlanIn(BaseModel):
     uneven_pipeline: Bool | None = None
     cp_comm: Str | None = None
     microbatch_group: PosInt | None = None
+    pipeline_schedule: Str | None = None
     stack: Str | None = None
 
 

@@ -103,11 +103,13 @@ def test_plan_too_big_model_says_how_many_gpus(catalog):
 
 
 def test_plan_unusable_gpu_count_suggests_neighbours(catalog):
-    req = PlanRequest(model=SHAPE, system="hgx-h100", num_gpus=7, global_batch=256, seq_len=4096)
+    # 97 is prime: no TP (heads), no PP (more than the 32 layers), no DP (global batch 256); 7 GPUs
+    # would be usable as PP7 with uneven stages
+    req = PlanRequest(model=SHAPE, system="hgx-h100", num_gpus=97, global_batch=256, seq_len=4096)
     with pytest.raises(InputError) as exc:
         plan(req, catalog, evaluator_for=lambda n: FakeEvaluator(num_gpus=n))
     text = exc.value.render()
-    assert "can use 7 GPUs" in text and "--gpus 8" in text
+    assert "can use 97 GPUs" in text and "--gpus 96" in text
 
 
 def test_plan_defaults_and_runner_up(catalog):

@@ -8,7 +8,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustertwin.planner.space import AXES, RECOMPUTE, ModelShape, SpaceOptions, divisors, structural_space
+from clustertwin.planner.space import (
+    AXES,
+    RECOMPUTE,
+    SCHEDULES,
+    ModelShape,
+    SpaceOptions,
+    divisors,
+    structural_space,
+)
 
 
 def naive(shape: ModelShape, n: int, d: int, gb: int, seq: int, o: SpaceOptions) -> set[tuple]:
@@ -31,18 +39,31 @@ def naive(shape: ModelShape, n: int, d: int, gb: int, seq: int, o: SpaceOptions)
                                                   o.recompute):
             c = pp * v
             # Megatron's embedding/loss layer slots: pp*vpp may divide L + 2 (chunks of one slot included,
-            # NVIDIA's 405B recipe: 126 + 2 = 16 x 8), the plan rule of workload/rules.py
+            # NVIDIA's 405B recipe: 126 + 2 = 16 x 8), the plan rule of workload/rules.py; with uneven
+            # stages any pp*vpp <= L, interleaved with a power-of-two vpp only
             even = L % c == 0 or (o.uneven_pipeline and pp > 1 and (L + 2) % c == 0)
-            if not even or (v > 1 and pp == 1):
+            if not even and not (o.uneven_pipeline and c <= L and (v & (v - 1)) == 0):
+                continue
+            if v > 1 and pp == 1:
                 continue
             if gb % (mb * dp):
                 continue
             m = gb // (mb * dp)
             if v > 1 and m % pp:
                 continue
-            if (tp * cp * dp) % ep or (z > 0 and dp * cp == 1):
+            if z > 0 and dp * cp == 1:
                 continue
-            out.add((tp, pp, dp, cp, ep, v, z, mb, RECOMPUTE.index(rc)))
+            for etp in sorted({1, tp} if (shape.is_moe and o.expert_tp) else {1}):
+                if (tp * cp * dp) % (ep * etp):
+                    continue
+                for sc, name in enumerate(SCHEDULES):
+                    if name not in o.schedules:
+                        continue
+                    if sc and (pp == 1 or v > 1):
+                        continue
+                    if name == "dualpipe" and (pp % 2 or m % 2 or m < 2 * pp):
+                        continue
+                    out.add((tp, pp, dp, cp, ep, v, z, mb, RECOMPUTE.index(rc), etp, sc))
     return out
 
 
@@ -91,12 +112,34 @@ def test_fixed_axes_and_empty_space():
                          options=SpaceOptions(fixed={"tp": (4,), "pp": (2,)}))
     assert s["tp"].size and set(s["tp"].tolist()) == {4} and set(s["pp"].tolist()) == {2}
     assert set(s["dp"].tolist()) <= {8, 4, 2, 1}
-    # 7 GPUs, 32 heads, 32 layers, batch 256: 7 divides nothing
+    # 7 GPUs, 32 heads, 32 layers, batch 256: only PP7 with uneven stages; 37 > 32 layers: nothing
     e = structural_space(shape, num_gpus=7, domain_size=8, global_batch=256, seq_len=4096)
-    assert e["tp"].size == 0
+    assert set(e["pp"].tolist()) == {7}
+    assert structural_space(shape, num_gpus=7, domain_size=8, global_batch=256, seq_len=4096,
+                            options=SpaceOptions(uneven_pipeline=False))["tp"].size == 0
+    assert structural_space(shape, num_gpus=37, domain_size=8, global_batch=256, seq_len=4096)["tp"].size == 0
 
 
 def test_divisors():
     assert divisors(12).tolist() == [1, 2, 3, 4, 6, 12]
     assert divisors(1).tolist() == [1]
     assert divisors(16384).tolist() == [2**i for i in range(15)]
+
+
+def test_schedules_and_expert_tp_follow_the_stack():
+    from clustertwin.planner.space import with_stack
+    from clustertwin.workload.stacks import get_stack
+
+    moe = ModelShape(name="moe", num_layers=61, num_attention_heads=128, num_kv_heads=128, num_experts=256, mla=True)
+    kw = dict(num_gpus=256, domain_size=8, global_batch=1024, seq_len=4096)
+    mc = structural_space(moe, options=with_stack(SpaceOptions(), get_stack("megatron-core")), **kw)
+    hai = structural_space(moe, options=with_stack(SpaceOptions(), get_stack("hai-llm")), **kw)
+    assert set(mc["schedule"].tolist()) == {0}
+    dual = hai["schedule"] == SCHEDULES.index("dualpipe")
+    assert dual.any() and (hai["pp"][dual] % 2 == 0).all() and (hai["vpp"][dual] == 1).all()
+    # uneven stages: 61 layers on PP16 (neither 61 nor 63 divisible by 16)
+    assert ((mc["pp"] == 16) & (mc["vpp"] == 1)).any()
+    # expert TP: 1 or tp, and only for MoE
+    assert set(np.unique(mc["etp"][mc["tp"] == 4]).tolist()) == {1, 4}
+    dense = ModelShape(name="d", num_layers=32, num_attention_heads=32, num_kv_heads=8)
+    assert set(structural_space(dense, **kw)["etp"].tolist()) == {1}

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 SPEC = {
     "name": "fake-grid",
     "designs": [{"system": "hgx-h100", "domains": [4, 8, 16], "oversubscription": [1, 2]},
-                {"system": "hgx-h100", "gpus": [7]}],
+                {"system": "hgx-h100", "gpus": [37]}],  # prime, more than the 32 layers: no layout
     "models": ["fake-7b"],
     "global_batch": [256, 512],
     "seq_len": 4096,
@@ -46,7 +46,7 @@ def test_sweep_rows_store_and_pareto(catalog, tmp_path):
     sw, out = _run(catalog, tmp_path / "r.db", LocalExecutor(workers=1))
     assert len(sw.jobs) == (3 * 2 + 1) * 2 and len(out.rows) == len(sw.jobs)
     assert [r["job_index"] for r in out.rows] == list(range(len(sw.jobs)))
-    bad = [r for r in out.rows if r["num_gpus"] == 7]
+    bad = [r for r in out.rows if r["num_gpus"] == 37]
     assert bad and all(not r["feasible"] and "GPU count" in r["reason"] for r in bad)
     good = [r for r in out.rows if r["feasible"]]
     assert all(r["tp"] * r["pp"] * r["dp"] * r["cp"] == r["num_gpus"] for r in good)

@@ -117,6 +117,14 @@ def estimate_cmd(
     vpp: _int_opt("--vpp", "Interleaved virtual stages per pipeline rank.") = None,
     microbatch_group: _int_opt("--microbatch-group", "Interleaved schedule: consecutive micro-batches per virtual "
                                "stage (Megatron --microbatch-group-size-per-virtual-pipeline-stage; default pp).") = None,
+    etp: Annotated[int | None, typer.Option("--etp", help="Expert tensor parallel degree (Megatron "
+                                            "--expert-tensor-parallel-size; default 1).")] = None,
+    pipeline_schedule: Annotated[str | None, typer.Option(
+        "--pipeline-schedule", help="1f1b (interleaved with --vpp) | zb-h1 | dualpipe: the schedule both engines "
+        "price (dualpipe: analytical only; the stack must offer it, e.g. --stack hai-llm).")] = None,
+    uneven_pipeline: Annotated[bool | None, typer.Option(
+        "--uneven-pipeline/--even-pipeline", help="Allow layers not divisible into the pipeline stages (whole "
+        "layers per rank, the last rank fewer beside the loss; Megatron --pipeline-model-parallel-layout).")] = None,
     zero: _int_opt("--zero", "ZeRO stage 0-3 (1 = distributed optimizer).") = None,
     fsdp: Annotated[bool | None, typer.Option("--fsdp/--no-fsdp", help="Fully sharded data parallel (ZeRO-3).")] = None,
     micro_batch: _int_opt("--micro-batch", "Sequences per micro-batch.") = None,
@@ -165,7 +173,8 @@ def estimate_cmd(
     plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,
                "micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len, "recompute": recompute,
                "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap,
-               "microbatch_group": microbatch_group, "stack": stack}
+               "microbatch_group": microbatch_group, "stack": stack, "etp": etp,
+               "pipeline_schedule": pipeline_schedule, "uneven_pipeline": uneven_pipeline}
     for k, v in plan_kw.items():
         if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k == "zero" else 1):
             raise InputError(f"--{k.replace('_', '-')} must be positive, got {v}", hint="pass a positive integer")

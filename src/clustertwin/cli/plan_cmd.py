@@ -67,6 +67,8 @@ def plan_cmd(
     zero: _opt_int("--zero", "Fix the ZeRO stage.") = None,
     micro_batch: _opt_int("--micro-batch", "Fix the micro-batch.") = None,
     recompute: Annotated[str | None, typer.Option("--recompute", help="Fix recompute: none|selective|full.")] = None,
+    etp: Annotated[int | None, typer.Option("--etp", help="Fix expert tensor parallelism (MoE; the search tries 1 and tp).")] = None,
+    pipeline_schedule: Annotated[str | None, typer.Option("--pipeline-schedule", help="Fix the pipeline schedule: 1f1b | zb-h1 | dualpipe (the search tries those the stack runs; clustertwin stacks).")] = None,
     cross_domain: Annotated[bool, typer.Option("--cross-domain", help="Allow TP groups to span scale-up domains (EP groups may by default: their all-to-all is priced on the scale-out fabric).")] = False,
     all_variants: Annotated[bool, typer.Option("--all-variants", help="Show every variant, not only the best per layout.")] = False,
     workers: Annotated[int, typer.Option("--workers", help="Processes for the evaluation.")] = 1,
@@ -110,7 +112,8 @@ def plan_cmd(
                                      top=top, engine=engine, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero,
                                      micro_batch=micro_batch, recompute=recompute, cross_domain=cross_domain,
                                      all_variants=all_variants, workers=workers, stack=stack,
-                                     max_idle_gpus=max_idle_gpus, memory_margin=memory_margin)
+                                     max_idle_gpus=max_idle_gpus, memory_margin=memory_margin, etp=etp,
+                                     pipeline_schedule=pipeline_schedule)
     cat = catalog_from(catalog)
     row_info = None
     if from_row is not None:
@@ -184,12 +187,14 @@ def _layout(p: dict[str, Any]) -> str:
     parts = [f"TP{p['tp']}", f"PP{p['pp']}" + (f"v{p['vpp']}" if p["vpp"] > 1 else ""), f"DP{p['dp']}"]
     parts += [f"CP{p['cp']}"] if p["cp"] > 1 else []
     parts += [f"EP{p['ep']}"] if p["ep"] > 1 else []
+    parts += [f"ETP{p['etp']}"] if p.get("etp", 1) > 1 else []
     return "·".join(parts)
 
 
 def _knobs(p: dict[str, Any]) -> str:
     rc = {"none": "", "selective": " sel-rc", "full": " full-rc"}[p["recompute"]]
-    return f"mb{p['micro_batch']} Z{p['zero']}{rc}"
+    sched = "" if p.get("schedule", "1f1b") == "1f1b" else f" {p['schedule']}"
+    return f"mb{p['micro_batch']} Z{p['zero']}{rc}{sched}"
 
 
 def _render_plans(report: Any) -> None:
@@ -235,14 +240,14 @@ def stacks_cmd(json_: JsonOpt = False) -> None:
         emit_json({"default": DEFAULT_STACK, "stacks": [s.to_json() for s in STACKS.values()]})
         return
     t = Table(title="software stacks (--stack)")
-    for c in ("id", "flash attn", "overlap", "grad reduce", "ZeRO", "recompute", "SP", "CP"):
+    for c in ("id", "flash attn", "overlap", "grad reduce", "ZeRO", "recompute", "SP", "CP", "PP schedules"):
         t.add_column(c, no_wrap=c == "id")
     yes = {True: "yes", False: "no"}
     for s in STACKS.values():
         t.add_row(s.id + (" (default)" if s.id == DEFAULT_STACK else ""), yes[s.flash_attention], yes[s.overlap],
                   {2: "BF16", 4: "FP32"}.get(s.grad_reduce_bytes, f"{s.grad_reduce_bytes} B"),
                   ",".join(map(str, s.zero_stages)), ",".join(s.recompute), yes[s.sequence_parallel],
-                  s.cp_comm if s.context_parallel else "no")
+                  s.cp_comm if s.context_parallel else "no", ",".join(s.pipeline_schedules))
     console.print(t)
     for s in STACKS.values():
         console.print(styled(s.id, "bold", f": {s.description}. Source: {s.source}"))

@@ -231,7 +231,9 @@ class AnalyticalEvaluator:
     def _call(self, plans: Plans) -> Mapping[str, Any]:
         # every engine option (the stack's flash/overlap/grad-reduce/CP/SP settings) goes to the engine;
         # one it does not take is a TypeError, never silently dropped
-        return estimate_batch(self.model, self.system, self._fabric(), dict(plans), seq_len=self.seq_len,
+        # the search space only holds layouts the stack can split (uneven stages where it has them)
+        return estimate_batch(self.model, self.system, self._fabric(), {"uneven_pipeline": True, **plans},
+                              seq_len=self.seq_len,
                               global_batch=self.global_batch, dtype=self.dtype, catalog=self.catalog,
                               hardware=self._hw(), memory_margin_gb=self.memory_margin_gb, **self.extra)
 

@@ -23,7 +23,9 @@ def event_estimate(rec: dict[str, Any], *, model: Any, system: Any, fabric: Any,
 
     p = make_plan(gpus=gpus, tp=rec["tp"], pp=rec["pp"], cp=rec["cp"], ep=rec["ep"], vpp=rec["vpp"],
                   micro_batch=rec["micro_batch"], global_batch=global_batch, seq_len=seq_len, zero=rec["zero"],
-                  recompute=rec["recompute"], dtype=dtype, **_plan_options(engine_options))
+                  recompute=rec["recompute"], dtype=dtype, etp=int(rec.get("etp", 1)),
+                  pipeline_schedule=str(rec.get("schedule", "1f1b")), uneven_pipeline=True,
+                  **_plan_options(engine_options))
     out = simulate(model, system, fabric, p, catalog=catalog)
     return out if isinstance(out, dict) else _as_dict(out)
 

@@ -230,8 +230,9 @@ def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: i
             hint.append(f"or keep {gpus} GPUs with --global-batch {batch_ok[0]}")
         raise InputError(
             f"no parallel layout of {shape.name} can use {gpus} GPUs with global batch {gb}: tp must divide "
-            f"the {shape.num_attention_heads} heads and fit a {domain}-GPU domain, pp the {shape.num_layers} "
-            f"layers, and dp*micro-batch the global batch",
+            f"the {shape.num_attention_heads} heads and fit a {domain}-GPU domain, pp be at most the "
+            f"{shape.num_layers} layers" + ("" if options.uneven_pipeline else " and divide them")
+            + ", and dp*micro-batch the global batch",
             hint=" ".join(hint) or "change --gpus or --global-batch",
         )
     need = minimum_gpus(shape, make, start=gpus + 1, domain_size=domain, global_batch=gb, seq_len=seq,

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..workload.rules import memory_fits
 from .evaluator import Evaluation, Evaluator, memory_margin_of
-from .space import AXES, RECOMPUTE, Plans, SpaceOptions, space_size, structural_space, take
+from .space import AXES, RECOMPUTE, SCHEDULES, Plans, SpaceOptions, space_size, structural_space, take
 
 LAYOUT_AXES = ("tp", "pp", "dp", "cp", "ep", "vpp")
 DEFAULT_CHUNK = 1 << 16
@@ -54,6 +54,7 @@ class SearchResult:
         for i in range(n):  # at most k rows: presentation, not search
             rec: dict[str, Any] = {a: int(self.plans[a][i]) for a in AXES}
             rec["recompute"] = RECOMPUTE[rec["recompute"]]
+            rec["schedule"] = SCHEDULES[rec["schedule"]]
             rec["rank"] = i + 1
             for m, v in self.evaluation.metrics.items():
                 rec[m] = float(v[i])
@@ -225,6 +226,10 @@ def layout_label(rec: Mapping[str, Any]) -> str:
         parts.append(f"CP{rec['cp']}")
     if rec.get("ep", 1) > 1:
         parts.append(f"EP{rec['ep']}")
+    if rec.get("etp", 1) > 1:
+        parts.append(f"ETP{rec['etp']}")
+    if rec.get("schedule", "1f1b") != "1f1b":
+        parts.append(str(rec["schedule"]))
     parts.append(f"mb{rec['micro_batch']}")
     parts.append(f"ZeRO{rec['zero']}")
     rc = rec.get("recompute", "none")

@@ -1,6 +1,6 @@
 """The search space: every valid parallel layout for a model on a cluster, as numpy arrays.
 
-A layout is one value per axis: ``tp, pp, dp, cp, ep, vpp, zero, micro_batch, recompute``. The
+A layout is one value per axis: ``tp, pp, dp, cp, ep, vpp, zero, micro_batch, recompute, etp, schedule``. The
 space is built as the Cartesian product of small per-axis candidate lists (a few divisors each),
 then filtered with vectorised masks, so no per-candidate Python object is ever made. Rules
 (Megatron-LM conventions, Narayanan et al. SC'21 Sec. 3; Megatron-Core ``parallel_state``):
@@ -10,7 +10,7 @@ then filtered with vectorised masks, so no per-candidate Python object is ever m
 * ``tp`` divides the attention heads and the FFN width; ``tp`` and the key/value heads (GQA query
   groups) divide one another (KV heads are replicated when ``tp`` exceeds them; not checked for MLA);
   by default ``tp`` sits inside one scale-up domain (``domain % tp == 0``);
-* ``pp <= layers`` and ``pp * vpp`` divides the layers, or, with ``uneven_pipeline`` (default), the
+* ``pp * vpp <= layers``; without ``uneven_pipeline`` ``pp * vpp`` divides the layers, or the
   layers plus two (the embedding and the loss counted as one layer each on the first and last stage,
   Megatron ``account_for_embedding/loss_in_pipeline_split``; Llama 3 405B runs 126 layers on PP16 with
   one fewer layer on the first and last stage, arXiv:2407.21783 Sec. 3.3.2);
@@ -19,9 +19,18 @@ then filtered with vectorised masks, so no per-candidate Python object is ever m
 * the global batch divides by ``micro_batch * dp``;
 * ``cp > 1`` splits the sequence in ``2 * cp`` chunks (load-balanced causal ring attention), so
   ``seq_len % (2 * cp) == 0``;
-* ``ep`` divides the experts and ``tp * cp * dp``; by default the EP group (``ep`` consecutive ranks)
-  sits inside one scale-up domain (``domain % ep == 0``);
-* ``zero > 0`` only when there is data parallelism to shard over (``dp * cp > 1``).
+* ``ep`` divides the experts and ``tp * cp * dp``; the EP group may span scale-up domains (its
+  all-to-all is priced on the fabric it crosses, ``sim/components/ep_comm.py``) unless
+  ``ep_across_domains`` is off (then ``domain % ep == 0``);
+* ``zero > 0`` only when there is data parallelism to shard over (``dp * cp > 1``);
+* MoE: expert tensor parallelism ``etp`` is 1 or ``tp`` (Megatron ``--expert-tensor-parallel-size``;
+  ``ep * etp`` divides ``tp * cp * dp``);
+* ``schedule`` (codes of ``SCHEDULES``): 1F1B / interleaved, ZB-H1 and DualPipe where the stack runs
+  them (``SoftwareStack.pipeline_schedules``), with their rules (``workload.rules``: pp > 1, vpp 1;
+  DualPipe an even pp and at least 2*pp micro-batches, an even number).
+
+With ``uneven_pipeline`` the layers need not divide into the stages at all: the stage cost and memory
+then follow the whole-layer layout of ``workload.pipeline.stage_layout``.
 """
 
 from __future__ import annotations
@@ -33,10 +42,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..workload.pipeline import PIPELINE_SCHEDULES
 from ..workload.rules import plan_mask, stack_problems
 
-AXES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute")
+AXES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute", "etp", "schedule")
 RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = PIPELINE_SCHEDULES  # the ``schedule`` axis holds codes into this tuple
 Plans = dict[str, np.ndarray]
 
 
@@ -101,6 +112,8 @@ class SpaceOptions:
     tp_across_domains: bool = False
     ep_across_domains: bool = True  # EP all-to-all across domains is priced on the scale-out fabric (ep_comm)
     uneven_pipeline: bool = True
+    expert_tp: bool = True  # MoE: also try expert tensor parallelism etp = tp (Megatron ETP; default etp = 1)
+    schedules: tuple[str, ...] = PIPELINE_SCHEDULES  # limited to the stack's (with_stack)
     # fixed values (from --tp/--pp/... on the command line): axis -> allowed values
     fixed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -113,6 +126,9 @@ class SpaceOptions:
         bad = [r for r in self.recompute if r not in RECOMPUTE]
         if bad:
             raise InputError(f"unknown recompute setting {bad[0]!r}", hint=f"use one of {', '.join(RECOMPUTE)}")
+        bad_s = [x for x in self.schedules if x not in PIPELINE_SCHEDULES]
+        if bad_s:
+            raise InputError(f"unknown pipeline schedule {bad_s[0]!r}", hint=f"use {', '.join(PIPELINE_SCHEDULES)}")
         bad_z = [z for z in self.zero_stages if z not in (0, 1, 2, 3)]
         if bad_z:
             raise InputError(f"ZeRO stage {bad_z[0]} does not exist", hint="use 0, 1, 2 or 3")
@@ -126,15 +142,16 @@ def with_stack(opts: SpaceOptions, stack: Any) -> SpaceOptions:
     from dataclasses import replace
 
     problems = stack_problems(stack, zero=opts.fixed.get("zero", ()), recompute=opts.fixed.get("recompute", ()),
-                              cp=opts.fixed.get("cp", ()))
+                              cp=opts.fixed.get("cp", ()), schedule=opts.fixed.get("schedule", ()))
     if problems:
         raise InputError(problems[0],
-                         hint="drop the fixed --zero / --recompute / --cp value, pick one the stack offers, "
-                              "or choose another --stack")
+                         hint="drop the fixed --zero / --recompute / --cp / --pipeline-schedule value, pick one the "
+                              "stack offers, or choose another --stack")
     zero = tuple(z for z in opts.zero_stages if z in stack.zero_stages) or tuple(stack.zero_stages)
     rc = tuple(r for r in opts.recompute if r in stack.recompute) or tuple(stack.recompute)
+    sc = tuple(x for x in opts.schedules if x in stack.pipeline_schedules) or tuple(stack.pipeline_schedules)
     return replace(opts, zero_stages=zero, recompute=rc, max_cp=opts.max_cp if stack.context_parallel else 1,
-                   uneven_pipeline=opts.uneven_pipeline and stack.uneven_pipeline)
+                   uneven_pipeline=opts.uneven_pipeline and stack.uneven_pipeline, schedules=sc)
 
 
 def divisors(n: int) -> np.ndarray:
@@ -218,25 +235,45 @@ def structural_space(
     ok = n % mp == 0
     # the plan rule on the model-parallel axes alone, prunes early: the axes not chosen yet take values
     # that pass every rule on them (dp = ep = micro-batch = 1, pp micro-batches per step)
-    ok &= plan_mask(shape, {"tp": TP, "pp": PP, "cp": CP, "vpp": V, "global_batch": PP}, seq_len)
+    uneven = bool(opts.uneven_pipeline)
+    ok &= plan_mask(shape, {"tp": TP, "pp": PP, "cp": CP, "vpp": V, "global_batch": PP, "uneven": uneven}, seq_len)
     if not opts.uneven_pipeline:  # a stack without Megatron's embedding/loss layer slots
         ok &= L % (PP * V) == 0
+    elif "vpp" not in opts.fixed:
+        # search-space reduction: an uneven layout (neither L nor L + 2 divisible into the stages)
+        # interleaves with a power-of-two vpp only (the published uneven recipes use 1, 2, 4, 8)
+        st = PP * V
+        uneven_only = (L % st != 0) & ((L + 2) % st != 0)
+        ok &= ~uneven_only | ((V & (V - 1)) == 0)
     TP, PP, CP, V = TP[ok], PP[ok], CP[ok], V[ok]
     DP = n // (TP * PP * CP)
     if "dp" in opts.fixed:
         keep = np.isin(DP, np.asarray(opts.fixed["dp"], dtype=np.int64))
         TP, PP, CP, V, DP = TP[keep], PP[keep], CP[keep], V[keep], DP[keep]
 
-    # Stage 2: cross with ep, micro-batch, zero, recompute by index arrays (no Python loop).
-    sizes = (TP.size, ep.size, mb.size, zero.size, rc.size)
+    # Stage 2: cross with ep, micro-batch, zero, recompute, expert-TP, schedule by index arrays (no loop).
+    # expert TP: code 0 = etp 1, code 1 = etp tp; values fixed on the command line are taken as they are
+    etp_fixed = np.asarray(sorted(set(opts.fixed.get("etp", ()))), dtype=np.int64)
+    if etp_fixed.size:
+        etp_c = etp_fixed if shape.is_moe else etp_fixed[etp_fixed == 1]
+    else:
+        etp_c = np.asarray([0, 1] if (shape.is_moe and opts.expert_tp) else [0], dtype=np.int64)
+    sc = np.asarray(sorted({PIPELINE_SCHEDULES.index(x) for x in opts.schedules} | set(opts.fixed.get("schedule", ()))),
+                    dtype=np.int64)
+    sc = _restrict("schedule", sc, opts)
+    sizes = (TP.size, ep.size, mb.size, zero.size, rc.size, etp_c.size, sc.size)
     if 0 in sizes:
         return {a: np.zeros(0, dtype=np.int64) for a in AXES}
-    i0, i1, i2, i3, i4 = (x.ravel() for x in np.indices(sizes, dtype=np.int64))
+    i0, i1, i2, i3, i4, i5, i6 = (x.ravel() for x in np.indices(sizes, dtype=np.int64))
     TP, PP, CP, V, DP = TP[i0], PP[i0], CP[i0], V[i0], DP[i0]
-    EP, MB, Z, RC = ep[i1], mb[i2], zero[i3], rc[i4]
+    EP, MB, Z, RC, SC = ep[i1], mb[i2], zero[i3], rc[i4], sc[i6]
+    ETP = etp_c[i5] if etp_fixed.size else np.where(etp_c[i5] == 1, TP, 1)
     ok = plan_mask(shape, {"tp": TP, "pp": PP, "dp": DP, "cp": CP, "ep": EP, "vpp": V, "micro_batch": MB,
-                           "global_batch": global_batch, "zero": Z, "recompute": RC}, seq_len)
+                           "global_batch": global_batch, "zero": Z, "recompute": RC, "etp": ETP, "schedule": SC,
+                           "uneven": uneven}, seq_len)
     ok &= (Z == 0) | (DP * CP > 1)  # search-space reduction: ZeRO on one data-parallel rank is ZeRO-0
+    if not etp_fixed.size:
+        ok &= (etp_c[i5] == 0) | (TP > 1)  # etp = tp = 1 is the etp = 1 row
     out = {
         "tp": TP[ok],
         "pp": PP[ok],
@@ -247,6 +284,8 @@ def structural_space(
         "zero": Z[ok],
         "micro_batch": MB[ok],
         "recompute": RC[ok],
+        "etp": ETP[ok],
+        "schedule": SC[ok],
     }
     return {k: np.ascontiguousarray(v, dtype=np.int64) for k, v in out.items()}
 

@@ -6,8 +6,10 @@ hide behind the layer's GEMMs except one chunk (1/t of them), CP ring hops hide 
 core; every overlapped transfer slows the concurrent compute by ``overlap_slowdown`` (MODELLING.md §5).
 
 Pipeline (Narayanan et al. 2021; MODELLING.md §4): step = m * T_last + (p-1)/v * T_avg, where T_last is
-one micro-batch through the last stage (its layers + logits/loss) and T_avg the mean stage; interleaving
-divides the bubble by v. P2P transfers are exposed per micro-batch without overlap, only in the fill and
+one micro-batch through the slowest rank of the layout (workload/pipeline.py: whole layers per rank; the
+last one's layers + logits/loss) and T_avg the mean stage; interleaving divides the bubble by v. ZB-H1
+and DualPipe (``pipeline_schedule``) change the bubble to (p-1)(F+B-2W) and (p/2-1)(F&B+B-3W)
+(DeepSeek-V3 Table 2); DualPipe also hides the EP all-to-all behind the paired chunk's computation. P2P transfers are exposed per micro-batch without overlap, only in the fill and
 drain with it.
 
 Data parallel (MODELLING.md §5): Megatron syncs gradients during the last micro-batch's backward, so at
@@ -29,6 +31,7 @@ from ..hardware import ScaleOutTech, SystemSpec
 from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, model_flops_per_step
 from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
+from ..workload.pipeline import schedule_code, stage_layout
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
 from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
 from .comm import achieved_bandwidths
@@ -42,6 +45,8 @@ BREAKDOWN = (
     "overlap_slowdown", "pp_bubble", "pp_p2p", "dp_comm", "fsdp_comm", "optimizer", "overhead",
 )
 MEMORY = ("weights", "gradients", "optimizer", "activations", "logits", "runtime")
+
+DUALPIPE_COMM_SMS = 20.0  # SMs DeepSeek's DualPipe gives the EP all-to-all (arXiv:2412.19437 Sec. 3.2.2)
 
 PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero")
 
@@ -62,7 +67,8 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     mb, rc, zero, gb, sp, etp = (arr[k] for k in ("micro_batch", "recompute", "zero", "global_batch", "sp", "etp"))
     c = stage_costs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, recompute=rc,
                     zero=zero, global_batch=gb, seq_len=o.seq_len, sp=sp, etp=etp, flash=o.flash,
-                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm, stack=o.stack)
+                    overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm, stack=o.stack,
+                    schedule=arr.get("schedule", 0))
     shape = c["layer_fwd_gemm_s"].shape
     t = np.broadcast_to(np.asarray(tp, dtype=float), shape)
     p = np.broadcast_to(np.asarray(pp, dtype=float), shape)
@@ -89,18 +95,33 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     cp_ov = c["cp_overlappable"] > 0.5
     cp_exposed = np.where(cp_ov, cp_ring, c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"])
     cp_slow = np.where(cp_ov, sigma * np.minimum(c["cp_comm_fwd_s"] + c["cp_comm_bwd_s"], attn_layer), 0.0)
-    ep_exposed = c["ep_comm_fwd_s"] + c["ep_comm_bwd_s"]
+    sched = np.broadcast_to(np.asarray(arr.get("schedule", 0)), shape)
+    dual = (sched == 2) & (p > 1)
+    zb = (sched == 1) & (p > 1)
+    compute_layer = gemm_layer + attn_layer + mem_layer + rec_layer
+    ep_total = c["ep_comm_fwd_s"] + c["ep_comm_bwd_s"]
+    # DualPipe: the all-to-all of one micro-batch's chunk runs beside the computation of the paired
+    # chunk (forward of one micro-batch with the backward of another, DeepSeek-V3 Sec. 3.2.1); what the
+    # paired computation cannot cover stays exposed. The dispatch/combine kernels hold
+    # DUALPIPE_COMM_SMS of the chip's SMs for the whole overlapped computation (Sec. 3.2.2: "only 20 SMs
+    # are sufficient to fully utilize the bandwidths of IB and NVLink"), which runs on the rest.
+    ep_exposed = np.where(dual, np.maximum(0.0, ep_total - compute_layer), ep_total)
+    sm_share = DUALPIPE_COMM_SMS / max(float(hw.eff.num_sms) - DUALPIPE_COMM_SMS, 1.0)
+    ep_slow = np.where(dual & (ep_total > 0.0), sm_share * compute_layer, 0.0)
 
     host_layer = c["layer_fwd_host_s"] + c["layer_bwd_host_s"]
-    t_layer = gemm_layer + attn_layer + mem_layer + rec_layer + host_layer + tp_exposed + tp_slow + cp_exposed + cp_slow + ep_exposed
+    t_layer = (gemm_layer + attn_layer + mem_layer + rec_layer + host_layer + tp_exposed + tp_slow + cp_exposed
+               + cp_slow + ep_exposed + ep_slow)
     Lps = c["layers_per_stage"]
     m = c["num_micro_batches"]
     # output layer + loss; multi-token prediction adds one transformer layer per depth on the last stage
     logits = c["logits_fwd_s"] + c["logits_bwd_s"] + model.mtp_depth * t_layer
-    # Stage balance. L divisible by p*v: every stage has L/p layers and the last adds the output layer.
-    # Otherwise, when L+2 is divisible (Megatron account-for-embedding/loss-in-pipeline-split, Llama 3's
-    # "first and last stage have one fewer layer"), the first/last stage trade one layer slot for the
-    # embedding / output layer + loss; the pipeline runs at the pace of the slowest stage.
+    # Stage balance (workload.pipeline.stage_layout): whole layers per rank. L divisible by p*v: every
+    # rank has L/p layers and the last adds the output layer. L+2 divisible (Megatron account-for-
+    # embedding/loss-in-pipeline-split, Llama 3's "first and last stage have one fewer layer"): the
+    # first/last rank trade one layer slot for the embedding / output layer + loss. Otherwise an uneven
+    # layout: the last rank holds fewer layers beside the output layer, the others at most `most`.
+    # The pipeline runs at the pace of the slowest rank.
     L = float(model.num_layers)
     stages = p * v
     even = np.isclose(np.mod(L, stages), 0.0)
@@ -112,8 +133,22 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     # layers per stage, the last rank trading layers for the output head(s) and MTP (pp_layout.py).
     custom = (~even) & (~plus2) & (p > 1)
     T_last = np.where(custom, balanced_last_stage_time(L, p, t_layer, logits), T_last)
+    # DualPipe: rank i runs half of the micro-batches through stage i and half through stage p-1-i, so
+    # the first rank carries the mean of the embedding stage and the loss stage (whole layers of
+    # workload.pipeline.stage_layout, the layout the memory model holds)
+    lay_first, lay_last, lay_most = (np.broadcast_to(x, shape) for x in stage_layout(model, p, v))
+    T_dual = np.maximum(np.where(p > 2, lay_most, 0.0) * t_layer,
+                        0.5 * (lay_first + lay_last) * t_layer + 0.5 * logits)
+    T_pace = np.where(dual, T_dual, T_last)
     T_avg = Lps * t_layer + logits / p
-    bubble = (p - 1.0) / v * T_avg
+    # bubbles per schedule (workload/pipeline.py): F forward, B full backward, W weight gradient of one
+    # stage and micro-batch (W: half of the backward GEMMs, the output layer's weight gradient a third
+    # of its forward + backward)
+    F = Lps * (c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"]) + logits / (3.0 * p)
+    W = Lps * 0.5 * c["layer_bwd_gemm_s"] + logits / (3.0 * p)
+    B = np.maximum(T_avg - F, 0.0)
+    bubble = np.where(dual, (p / 2.0 - 1.0) * np.maximum(T_avg + B - 3.0 * W, 0.0),
+                      np.where(zb, (p - 1.0) * np.maximum(T_avg - 2.0 * W, 0.0), (p - 1.0) / v * T_avg))
 
     p2p = c["pp_p2p_s"]
     pp_exposed = np.where(p > 1, np.where(ov, 2.0 * (p - 1.0) * p2p, 2.0 * m * v * p2p), 0.0)
@@ -155,22 +190,25 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
 
     optimizer = c["optimizer_s"]
     overhead = c["step_overhead_s"]
-    step = m * T_last + bubble + pp_exposed + dp_exposed + fsdp_exposed + optimizer + overhead
+    step = m * T_pace + bubble + pp_exposed + dp_exposed + fsdp_exposed + optimizer + overhead
 
     mL = m * Lps
-    # what the slowest stage adds beyond the average layer work + logits is pipeline imbalance
-    imbalance = m * (T_last - (Lps * t_layer + logits))
+    # the pace-setting rank's work beyond the average layer work: the output layer + loss (as far as
+    # they set the pace) and what remains is pipeline imbalance
+    beyond = np.maximum(T_pace - Lps * t_layer, 0.0)
+    logits_paced = np.minimum(logits, beyond)
+    imbalance = m * (beyond - logits_paced)
     br = {
         "gemm": mL * gemm_layer,
         "attention": mL * attn_layer,
         "elementwise": mL * mem_layer,
         "recompute": mL * rec_layer,
         "moe_host": mL * host_layer,
-        "logits": m * logits,
+        "logits": m * logits_paced,
         "tp_comm": mL * tp_exposed,
         "cp_comm": mL * cp_exposed,
         "ep_comm": mL * ep_exposed,
-        "overlap_slowdown": mL * (tp_slow + cp_slow),
+        "overlap_slowdown": mL * (tp_slow + cp_slow + ep_slow),
         "pp_bubble": bubble + imbalance,
         "pp_p2p": pp_exposed,
         "dp_comm": dp_exposed,
@@ -219,6 +257,7 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.asarray(sp).astype(bool) & (np.asarray(a["tp"]) > 1))
     a["uneven"] = np.asarray(plans.get("uneven_pipeline", False)).astype(bool)
     a["mb_group"] = np.asarray(plans.get("microbatch_group", 0)).astype(np.int64)
+    a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
     if "fsdp" in plans:
         a["zero"] = np.where(np.asarray(plans["fsdp"]).astype(bool), 3, a["zero"])
     keys = list(a)
@@ -327,7 +366,8 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
     plans = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "vpp": plan.vpp,
              "micro_batch": plan.micro_batch, "recompute": plan.recompute_code, "zero": plan.zero_effective,
              "global_batch": plan.global_batch, "sequence_parallel": plan.sequence_parallel, "etp": plan.etp,
-             "uneven_pipeline": plan.uneven_pipeline, "microbatch_group": plan.microbatch_group}
+             "uneven_pipeline": plan.uneven_pipeline, "microbatch_group": plan.microbatch_group,
+             "pipeline_schedule": plan.pipeline_schedule}
     hw = make_hardware(system, fabric, plan.dtype, catalog, network=network)
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,

@@ -64,15 +64,16 @@ STAGE_COST_FIELDS = (
 
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
                 zero, global_batch, seq_len, sp=True, etp=1, flash: bool = True, overlap: bool = True,
-                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", stack=None) -> dict[str, np.ndarray]:
+                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", stack=None, schedule=0) -> dict[str, np.ndarray]:
     """Granular costs of one pipeline stage (see STAGE_COST_FIELDS). All inputs broadcast.
 
-    ``vpp`` and ``overlap`` do not change any per-item cost (the engines apply them); they are accepted
-    so both engines pass one plan description.
+    ``overlap`` does not change any per-item cost (the engines apply it); ``vpp`` and ``schedule`` (the
+    pipeline schedule code) only set the pipeline layout the parameter counts of the DP collectives read
+    (DualPipe holds two stages per rank); both engines pass one plan description.
     """
     st = stage_inputs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, recompute=recompute,
                       zero=zero, global_batch=global_batch, seq_len=seq_len, sp=sp, etp=etp, flash=flash,
-                      grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm, stack=stack)
+                      grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm, stack=stack, vpp=vpp, schedule=schedule)
     fm = st.frac_moe
     proj_f, proj_b = attention.projections(st)
     core = attention.core(st)

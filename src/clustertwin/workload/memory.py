@@ -41,28 +41,36 @@ GRAD_BYTES = 4.0
 OPT_BYTES = 12.0
 
 
-def stage_params(model: ModelSpec, tp, pp, ep, etp=1):
-    """Parameters held by one GPU of the most-loaded pipeline stage: (dense, expert), arrays.
+def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0):
+    """Parameters held by one GPU of the most-loaded pipeline rank: (dense, expert), arrays.
 
-    Layers are spread evenly (L/pp, fractional when uneven); stage 0 holds the embedding V*h/tp, the last
-    stage the output layer (both on one stage when pp = 1 and the embeddings are untied).
+    The rank holds the most layers of the pipeline layout (``workload.pipeline.stage_layout``: L/pp when
+    even, whole layers otherwise); stage 0 holds the embedding V*h/tp, the last stage the output layer
+    (both on one stage when pp = 1 and the embeddings are untied). DualPipe (``schedule`` code 2) keeps
+    two stages per rank (stage i and stage p-1-i: 2x parameters, DeepSeek-V3 Table 2), the first rank
+    both the embedding and the output layer.
     """
+    from .pipeline import stage_layout
+
     tp = np.asarray(tp, dtype=float)
     pp = np.asarray(pp, dtype=float)
     ep = np.asarray(ep, dtype=float)
     etp = np.asarray(etp, dtype=float)
+    dual = np.asarray(schedule) == 2
     L = model.num_layers
     h, V = model.hidden_size, model.vocab_size
+    _, _, most = stage_layout(model, pp, vpp)
+    n_layers = np.where(dual, 2.0, 1.0) * most  # decoder layers on the rank
     per_layer_attn = model.attention_params() / tp
     n_dense_layers = L - model.num_moe_layers
-    dense = (L / pp) * per_layer_attn + (n_dense_layers / pp) * model.dense_mlp_params() / tp
+    dense = n_layers * per_layer_attn + (n_layers * n_dense_layers / L) * model.dense_mlp_params() / tp
     expert = np.zeros_like(dense)
     if model.is_moe:
-        moe_layers = model.num_moe_layers / pp
+        moe_layers = n_layers * model.num_moe_layers / L
         dense = dense + moe_layers * (model.num_shared_experts * model.expert_params() / tp + h * model.num_experts)
         expert = moe_layers * (model.num_experts / ep) * model.expert_params() / etp
     emb = V * h / tp
-    extra = np.where((pp == 1) & (not model.tied_embeddings), 2.0 * emb, emb)
+    extra = np.where(((pp == 1) | dual) & (not model.tied_embeddings), 2.0 * emb, emb)
     return dense + extra, expert
 
 
@@ -110,7 +118,8 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     return np.where(rc == 2, full, per_layer), per_layer + np.where(~flash, scores / tp, 0.0)
 
 
-def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microbatch_group=None):
+def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microbatch_group=None, *,
+                             model: ModelSpec | None = None, schedule=0):
     """Layer-micro-batches of activations held at the schedule's peak on the first and the last pipeline
     stage: ``(first, last)``, arrays (see the module docstring for the schedules).
 
@@ -120,6 +129,11 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
     embedding / loss take a layer slot, are weighted by how many of their micro-batches are in flight.
     ``microbatch_group`` (Megatron ``microbatch_group_size_per_vp_stage``): 0 / None means p; the
     warm-up formula is only deadlock-free for G >= p (``check_plan`` rejects smaller groups).
+
+    With ``model`` given, a layout that is neither even nor the embedding/loss slot split uses the whole
+    layers of ``workload.pipeline.stage_layout`` on the first and the last rank (without it, L/(p v) per
+    chunk as before). ``schedule``: ZB-H1 (1) holds what 1F1B holds; DualPipe (2) holds p + 1 micro-batch
+    stages where 1F1B holds p (DeepSeek-V3 Table 2), on its two stages.
     """
     p = np.asarray(pp, dtype=float)
     v = np.asarray(vpp, dtype=float)
@@ -144,6 +158,21 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
     # 1F1B: stage i holds min(p - i, m) micro-batches of its layers
     f1b_first = np.minimum(p, m) * (per_chunk - np.where(plus2, 1.0, 0.0))
     f1b_last = np.minimum(1.0, m) * (per_chunk - np.where(plus2, 1.0, 0.0))
+    if model is not None:
+        from .pipeline import stage_layout
+
+        lay_first, lay_last, lay_most = stage_layout(model, p, v)
+        general = (~np.isclose(np.mod(L, stages), 0.0)) & ~plus2 & (p > 1)
+        # per chunk: the rank's whole layers over its v chunks
+        inter_first = np.where(general, k_first * lay_first / v, inter_first)
+        inter_last = np.where(general, k_last * lay_last / v, inter_last)
+        f1b_first = np.where(general, np.minimum(p, m) * lay_first, f1b_first)
+        f1b_last = np.where(general, np.minimum(1.0, m) * lay_last, f1b_last)
+        # DualPipe: p + 1 micro-batch stages of the rank's two stages (about the mean stage each)
+        dual = (np.asarray(schedule) == 2) & (p > 1)
+        dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last)
+        f1b_first = np.where(dual, dual_held, f1b_first)
+        f1b_last = np.where(dual, dual_held, f1b_last)
     first = np.where(p > 1, np.where(v > 1, inter_first, f1b_first), L)
     last = np.where(p > 1, np.where(v > 1, inter_last, f1b_last), L)
     return first, last
@@ -151,7 +180,8 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
 
 def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
                    vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0,
-                   grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None, stack=None):
+                   grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None, stack=None,
+                   schedule=0):
     """Memory of the most-loaded GPU by component (bytes, arrays).
 
     ``grad_bytes``: the gradient buffer's element size (Megatron keeps main grads in FP32 unless
@@ -177,7 +207,7 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     vpp_f = np.asarray(vpp, dtype=float)
     zero = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
-    dense, expert = stage_params(model, tp_f, pp_f, ep_f, etp)
+    dense, expert = stage_params(model, tp_f, pp_f, ep_f, etp, vpp_f, schedule)
     d_dense = dp_f * cp_f
     d_exp = np.maximum(1.0, tp_f * dp_f * cp_f / (ep_f * np.asarray(etp, dtype=float)))
     params = dense + expert
@@ -186,7 +216,7 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
     optim = np.where(zero >= 1, OPT_BYTES * sharded, OPT_BYTES * params)
     # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
-    layer_params = params / np.maximum(1.0, model.num_layers / pp_f)
+    layer_params = params / np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
     weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
     if stack is not None and stack.fsdp_impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
@@ -199,7 +229,8 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
         none_, _ = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 0, flash, fp8)
         full_, _ = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 2, flash, fp8)
         stored = np.where(rc_arr == 1, 0.5 * (none_ + full_), stored)
-    first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group)
+    first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group, model=model,
+                                           schedule=schedule)
     extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)
     acts_first = stored * first + extra
     acts_last = stored * last + extra
@@ -243,4 +274,5 @@ def plan_memory(model: ModelSpec, plans, *, seq_len: int, dtype: str = "bf16", f
         zero=get("zero", 1), sp=sp, recompute_code=get("recompute", 0), flash=flash,
         runtime_overhead_bytes=runtime_overhead_bytes, grad_bytes=float(grad_bytes),
         fp8=dtype in LOW_PRECISION_DTYPES, microbatch_group=get("mb_group"), stack=stack,
+        schedule=get("schedule", 0),
     )

@@ -52,6 +52,8 @@ class ParallelPlan:
     # interleaved schedule: consecutive micro-batches per virtual stage (Megatron
     # microbatch_group_size_per_vp_stage, Llama 3's N); 0 = pp (Megatron's default, depth-first)
     microbatch_group: int = 0
+    # pipeline schedule (workload/pipeline.py): 1f1b (interleaved with vpp > 1), zb-h1, dualpipe
+    pipeline_schedule: str = "1f1b"
     stack: str = "megatron-core"  # software stack preset the software options came from (workload/stacks.py)
 
     @property
@@ -106,6 +108,7 @@ def make_plan(
     cp_comm: str | None = None,
     microbatch_group: int | None = None,
     stack: str | None = None,
+    pipeline_schedule: str | None = None,
 ) -> ParallelPlan:
     """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp.
 
@@ -163,6 +166,15 @@ def make_plan(
         raise InputError(f"unknown CP communication {cp_comm!r}", hint="use p2p (ring) or allgather")
     if zero not in (0, 1, 2, 3):
         raise InputError(f"--zero must be 0, 1, 2 or 3, got {zero}")
+    from .pipeline import PIPELINE_SCHEDULES
+
+    pipeline_schedule = pipeline_schedule or "1f1b"
+    if pipeline_schedule not in PIPELINE_SCHEDULES:
+        from ..errors import closest
+
+        raise InputError(f"unknown pipeline schedule {pipeline_schedule!r}",
+                         suggestions=closest(pipeline_schedule, PIPELINE_SCHEDULES),
+                         hint="use " + ", ".join(PIPELINE_SCHEDULES))
     if microbatch_group is not None and int(microbatch_group) < 0:
         raise InputError(f"--microbatch-group must be 1 or more (0 = pp), got {microbatch_group}")
     plan = ParallelPlan(
@@ -171,7 +183,8 @@ def make_plan(
         sequence_parallel=bool(sequence_parallel and tp > 1), zero=int(zero), fsdp=bool(fsdp),
         recompute=recompute, dtype=dtype, flash_attention=flash_attention, overlap=overlap,
         grad_reduce_bytes=int(grad_reduce_bytes), uneven_pipeline=bool(uneven_pipeline),
-        cp_comm=cp_comm, microbatch_group=int(microbatch_group or 0), stack=st.id,
+        cp_comm=cp_comm, microbatch_group=int(microbatch_group or 0), pipeline_schedule=pipeline_schedule,
+        stack=st.id,
     )
     if gpus is not None and plan.num_gpus != gpus:
         raise InputError(

@@ -7,7 +7,8 @@ single plan breaks. Memory fit is the other half of validity and lives in ``work
 (the same call for the engine and the planner).
 
 Array keys: tp pp dp cp ep etp vpp micro_batch global_batch zero recompute (code 0/1/2), and optional
-uneven (bool), mb_group (int, 0 = pp), sp (bool), flash (bool).
+uneven (bool), mb_group (int, 0 = pp), sp (bool), flash (bool), schedule (code of
+``workload.pipeline.PIPELINE_SCHEDULES`` or name).
 """
 
 from __future__ import annotations
@@ -103,7 +104,22 @@ MODEL_RULES: tuple[Rule, ...] = (
          _mbg_text),
     Rule("sp", lambda m, a, s, st: ~a["sp"] | (a["tp"] > 1),
          lambda m, a, s, st: "sequence parallelism needs tp > 1"),
+    # zero-bubble and DualPipe schedules (workload/pipeline.py): a pipeline without virtual stages;
+    # DualPipe also an even pp and an even number of at least 2*pp micro-batches (deepseek-ai/DualPipe)
+    Rule("schedule", lambda m, a, s, st: (a["schedule"] == 0) | ((a["pp"] > 1) & (a["vpp"] == 1)),
+         lambda m, a, s, st: f"the {_sched_name(a)} schedule needs pp >= 2 and vpp 1 (got pp {a['pp']}, "
+                             f"vpp {a['vpp']})"),
+    Rule("dualpipe", lambda m, a, s, st: (a["schedule"] != 2) | ~_batch_ok(a) | (
+        (a["pp"] % 2 == 0) & (_micro_batches(a) % 2 == 0) & (_micro_batches(a) >= 2 * a["pp"])),
+         lambda m, a, s, st: f"DualPipe needs an even pp and an even number of micro-batches, at least 2*pp "
+                             f"(pp {a['pp']}, {int(_micro_batches(a))} micro-batches)"),
 )
+
+
+def _sched_name(a) -> str:
+    from .pipeline import PIPELINE_SCHEDULES
+
+    return PIPELINE_SCHEDULES[int(a["schedule"])]
 
 
 def _in(values, allowed) -> np.ndarray:
@@ -119,7 +135,16 @@ STACK_RULES: tuple[Rule, ...] = (
                              f"not {RECOMPUTE_NAMES[int(a['recompute'])]}"),
     Rule("stack_cp", lambda m, a, s, st: (a["cp"] == 1) | st.context_parallel,
          lambda m, a, s, st: f"the {st.id} stack has no context parallelism (cp = {a['cp']})"),
+    Rule("stack_schedule", lambda m, a, s, st: _in(a["schedule"], _sched_codes(st)),
+         lambda m, a, s, st: f"the {st.id} stack offers the pipeline schedule(s) "
+                             f"{', '.join(st.pipeline_schedules)}, not {_sched_name(a)}"),
 )
+
+
+def _sched_codes(st) -> list[int]:
+    from .pipeline import SCHEDULE_CODE
+
+    return [SCHEDULE_CODE[x] for x in st.pipeline_schedules]
 
 
 def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -129,6 +154,12 @@ def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out["recompute"] = np.asarray(a.get("recompute", 0))
     out["uneven"] = np.asarray(a.get("uneven", False), dtype=bool)
     out["mb_group"] = np.asarray(a.get("mb_group", 0))
+    sched = a.get("schedule", 0)
+    if isinstance(sched, str) or np.asarray(sched).dtype.kind in "US":
+        from .pipeline import schedule_code
+
+        sched = schedule_code(sched)
+    out["schedule"] = np.asarray(sched)
     out["sp"] = np.asarray(a.get("sp", False), dtype=bool)
     out["flash"] = np.asarray(a.get("flash", True), dtype=bool)
     keys = list(out)
@@ -144,14 +175,15 @@ def plan_mask(model: ModelSpec, plans: Mapping[str, Any], seq_len: int, stack: A
     return ok
 
 
-def stack_problems(stack: Any, *, zero: Any = (), recompute: Any = (), cp: Any = ()) -> list[str]:
+def stack_problems(stack: Any, *, zero: Any = (), recompute: Any = (), cp: Any = (), schedule: Any = ()) -> list[str]:
     """The stack rules' reasons against option values fixed on their own, before any layout exists
-    (``plan --zero 1 --stack megatron-lm-2021``): ZeRO stages, recompute codes (0/1/2), CP degrees. The
+    (``plan --zero 1 --stack megatron-lm-2021``): ZeRO stages, recompute codes (0/1/2), CP degrees,
+    pipeline schedule codes. The
     same rules and sentences ``plan_problems`` gives for a whole plan."""
     no_model = cast(ModelSpec, None)  # the stack rules read only the plan and the stack
     out = []
     for key, values, rule in (("zero", zero, STACK_RULES[0]), ("recompute", recompute, STACK_RULES[1]),
-                              ("cp", cp, STACK_RULES[2])):
+                              ("cp", cp, STACK_RULES[2]), ("schedule", schedule, STACK_RULES[3])):
         for v in values:
             a = _arrays({key: v})
             if not bool(np.asarray(rule.ok(no_model, a, 0, stack))):
@@ -164,7 +196,8 @@ def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
     a = _arrays({"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.etp,
                  "vpp": plan.vpp, "micro_batch": plan.micro_batch, "global_batch": plan.global_batch,
                  "zero": plan.zero_effective, "recompute": plan.recompute_code, "uneven": plan.uneven_pipeline,
-                 "mb_group": plan.microbatch_group, "sp": plan.sequence_parallel, "flash": plan.flash_attention})
+                 "mb_group": plan.microbatch_group, "sp": plan.sequence_parallel, "flash": plan.flash_attention,
+                 "schedule": plan.pipeline_schedule})
     scal = {k: v.item() for k, v in a.items()}
     out = []
     for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):

@@ -55,6 +55,9 @@ class SoftwareStack:
     # bytes the loss holds per logit element at its peak: Megatron's fused vocab-parallel cross-entropy
     # keeps FP32 logits (4); an unfused PyTorch loss the BF16 logits + FP32 copy + FP32 gradient (10)
     loss_bytes_per_logit: float = 4.0
+    # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
+    # zb-h1 (zero bubble), dualpipe (DeepSeek's bidirectional pipeline with EP overlap)
+    pipeline_schedules: tuple[str, ...] = ("1f1b",)
     frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
 
     def engine_options(self) -> dict[str, Any]:
@@ -67,7 +70,7 @@ class SoftwareStack:
                 "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline,
                 "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap,
                 "fsdp_flat_ring": self.fsdp_flat_ring, "attention_kernel_speed": self.attention_kernel_speed,
-                "selective_recompute": self.selective_recompute}
+                "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules)}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -169,6 +172,32 @@ register_stack(
         # llm-foundry's 2023 MPT blocks ran FlashAttention v1 / Triton kernels, which FlashAttention-2
         # outruns by 1.7-3.0x (FA v1) and 1.3-2.5x (Triton) (Dao, arXiv:2307.08691 Sec. 4.1): 1/1.7 taken
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
+    ))
+register_stack(
+    SoftwareStack(
+        id="megatron-zero-bubble",
+        description="Sea AI Lab's zero-bubble fork of Megatron-LM: the Megatron-Core settings plus the ZB-H1 "
+                    "schedule (weight-gradient work deferred into the pipeline bubble, 1F1B activation memory)",
+        source="sail-sg/zero-bubble-pipeline-parallelism README (--enable-zero-bubble; ZB-H1 keeps 1F1B's peak "
+               "memory); Qi et al., 'Zero Bubble Pipeline Parallelism', ICLR 2024, arXiv:2401.10241 Sec. 3; the "
+               "other settings are those of the megatron-core preset (the fork follows Megatron-LM)",
+        flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
+        recompute=("none", "selective", "full"), pipeline_schedules=("1f1b", "zb-h1"),
+    ))
+register_stack(
+    SoftwareStack(
+        id="hai-llm",
+        description="DeepSeek's HAI-LLM as in the DeepSeek-V3 report: DualPipe (bidirectional pipeline that "
+                    "overlaps the EP all-to-all and PP transfers with computation), ZeRO-1 data parallelism, "
+                    "cross-node expert parallelism, recompute of the norms and MLA up-projections, no context "
+                    "parallelism",
+        source="DeepSeek-AI, 'DeepSeek-V3 Technical Report', arXiv:2412.19437 Sec. 3.2 (HAI-LLM; '16-way Pipeline "
+               "Parallelism (PP), 64-way Expert Parallelism (EP) spanning 8 nodes, and ZeRO-1 Data Parallelism'; "
+               "DualPipe, Table 2), Sec. 3.2.3 (recomputation of RMSNorm and MLA up-projection), Sec. 3.3 (FP8); "
+               "grad_reduce_bytes 4 is an ASSUMPTION (Sec. 3.3.2 keeps weight gradients in higher precision; "
+               "the reduce dtype is not stated)",
+        flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 1),
+        recompute=("none", "selective"), context_parallel=False, pipeline_schedules=("1f1b", "dualpipe"),
     ))
 register_stack(
     SoftwareStack(

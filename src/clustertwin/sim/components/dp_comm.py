@@ -43,7 +43,7 @@ class DPComm(NamedTuple):
 
 def dp_comm(st: Stage) -> DPComm:
     hw, t, d, c, e, etp = st.hw, st.t, st.d, st.c, st.e, st.etp
-    dense_p, expert_p = stage_params(st.model, t, st.p, e, etp)
+    dense_p, expert_p = stage_params(st.model, t, st.p, e, etp, st.v, st.sched)
     gbytes = st.grad_reduce_bytes
     n_dp = d * c
     r_dp = ranks_per_domain(n_dp, t, hw.domain)

@@ -59,11 +59,13 @@ class Stage:
     sel_half: bool = False
     fsdp_recompute_gather: bool = False
     fsdp_flat: bool = False
+    v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
+    sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
 
 
 def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_batch, recompute, zero,
                  global_batch, seq_len, sp=True, etp=1, flash: bool = True, grad_reduce_bytes: float = 2.0,
-                 cp_comm: str = "p2p", stack=None) -> Stage:
+                 cp_comm: str = "p2p", stack=None, vpp=1, schedule=0) -> Stage:
     """Broadcast the plan degrees together and derive the token counts (see module docstring)."""
     tp, pp, dp, cp, ep, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
         *(np.asarray(x) for x in (tp, pp, dp, cp, ep, micro_batch, recompute, zero, global_batch, sp, etp)))
@@ -82,7 +84,7 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
         fp8=dtype in FP8_DTYPES or dtype in FP4_DTYPES,
         frac_moe=model.num_moe_layers / model.num_layers if model.is_moe else 0.0,
         flash=bool(flash), cp_comm=cp_comm, grad_reduce_bytes=float(grad_reduce_bytes),
-        **_stack_fields(stack),
+        v=np.asarray(vpp, dtype=float), sched=np.asarray(schedule), **_stack_fields(stack),
     )
 
 

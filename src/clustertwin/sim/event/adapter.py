@@ -79,7 +79,11 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
                       interference: InterferenceModel | None = None) -> EventOptions:
     """Scheduling options implied by a ``ParallelPlan`` (Megatron-Core defaults with overlap on)."""
     v = int(plan.vpp)
-    sched = schedule or ("interleaved" if v > 1 else "1f1b")
+    plan_sched = str(getattr(plan, "pipeline_schedule", "1f1b") or "1f1b")
+    if plan_sched == "dualpipe" and schedule is None:
+        raise InputError("the event engine has no DualPipe schedule (the plan's pipeline_schedule is dualpipe)",
+                         hint="use --engine analytical, or --pipeline-schedule 1f1b / zb-h1")
+    sched = schedule or ("zb-h1" if plan_sched == "zb-h1" else ("interleaved" if v > 1 else "1f1b"))
     m = int(plan.num_micro_batches)
     if m < 1:
         raise InputError(
