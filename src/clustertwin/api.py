@@ -127,8 +127,9 @@ def network_model(network: str = "analytical", *, routing: str | None = None, se
     from .fabric import Faults, check_routing
 
     routing = check_routing(routing)
-    if oversubscription < 1:
-        raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 is full bisection, 2 is 2:1")
+    from .cluster.fattree import check_oversubscription
+
+    check_oversubscription(oversubscription)
     if fail_links < 0:
         raise InputError(f"--fail-links must be >= 0, got {fail_links}")
     topo: dict[str, Any] = {"oversubscription": float(oversubscription)}
@@ -142,8 +143,9 @@ def network_model(network: str = "analytical", *, routing: str | None = None, se
 def oversubscribed_fabric(system: Any, fabric: Any, oversubscription: float) -> Any:
     """``fabric`` on an ``oversubscription``:1 leaf as the analytical network sees it: the worst case,
     each NIC at 1/o of its rate on the fabric (the same rule as ``plan --oversubscription``)."""
-    if oversubscription < 1:
-        raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 is full bisection, 2 is 2:1")
+    from .cluster.fattree import check_oversubscription
+
+    check_oversubscription(oversubscription)
     from .planner.evaluator import oversubscribed
 
     return oversubscribed(fabric, oversubscription, system)
@@ -295,6 +297,7 @@ def plan_request(*, model: str | ModelSpec | None = None, system: str | None = N
                  max_idle_gpus: int | None = None, memory_margin: float | None = None, etp: int | None = None,
                  pipeline_schedule: str | None = None):
     """The planner request ``clustertwin plan`` builds from its flags (checked), and the defaults used."""
+    from .cluster.fattree import check_oversubscription
     from .errors import UnknownNameError
     from .planner.planning import DEFAULT_MODEL, DEFAULT_SYSTEM, PlanRequest
     from .planner.space import RECOMPUTE, SpaceOptions
@@ -302,9 +305,7 @@ def plan_request(*, model: str | ModelSpec | None = None, system: str | None = N
     from .workload.stacks import DEFAULT_STACK
 
     margin = DEFAULT_MEMORY_MARGIN_GB if memory_margin is None else check_memory_margin(memory_margin)
-    if not oversubscription >= 1.0:
-        raise InputError(f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
-                         hint="1 is a non-blocking fat tree; 2 means 2:1")
+    check_oversubscription(oversubscription)
     if top < 1:
         raise InputError(f"--top must be positive, got {top}")
     fixed = {k: (v,) for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
@@ -339,14 +340,33 @@ def plan_request(*, model: str | ModelSpec | None = None, system: str | None = N
     return req, defaults
 
 
-def plan(*, store_db: str | Path | None = None, store: bool = True, catalog=None, catalog_paths=(), **kw: Any) -> dict[str, Any]:
+def plan(*, store_db: str | Path | None = None, store: bool = True, from_row: str | None = None, catalog=None,
+         catalog_paths=(), **kw: Any) -> dict[str, Any]:
     """``clustertwin plan --json``'s document: the best layouts, why the runner-up lost, the search stats;
     stored (``store``) in ``store_db`` (default: the per-user database): ``stored`` has the db and id,
-    ``store_warning`` says why it could not be written."""
+    ``store_warning`` says why it could not be written. ``from_row`` (``FILE.csv:ID`` or ``training:ID``)
+    plans the job of a validation row (not stored) and compares with the row's layout (``from_row``)."""
     from .planner.planning import plan as _plan
 
     req, defaults = plan_request(**kw)
     cat = _catalog(catalog, catalog_paths)
+    row_info: dict[str, Any] | None = None
+    if from_row is not None:
+        from .planner.fromrow import published_tokens_per_s, request_from_row, row_layout
+
+        clash = [f"--{k.replace('_', '-')}" for k in ("model", "system", "gpus", "domains", "global_batch",
+                                                      "seq_len", "fabric", "stack") if kw.get(k) is not None]
+        if clash:
+            raise InputError(f"--from-row takes the job from the row; do not also pass {', '.join(clash)}",
+                             hint="drop those options, or plan without --from-row")
+        dtype, max_idle = kw.get("dtype", "bf16"), kw.get("max_idle_gpus")
+        req, row = request_from_row(from_row, cat, top_k=req.top_k, engine=req.engine, options=req.options,
+                                    distinct_layouts=req.distinct_layouts, workers=req.workers,
+                                    oversubscription=req.oversubscription, dtype=None if dtype == "bf16" else dtype,
+                                    max_idle_gpus=0 if max_idle is None else max_idle,
+                                    memory_margin_gb=req.memory_margin_gb)
+        defaults, store = {}, False
+        row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row)}
     rep = _plan(req, cat)
     defaults.update(rep.defaults_used)
     doc = rep.to_json()
@@ -360,7 +380,30 @@ def plan(*, store_db: str | Path | None = None, store: bool = True, catalog=None
             doc["stored"] = {"db": str(rs.path), "id": store_plan(req, rep, rs, cat)}
         except InputError as exc:  # the plans are still returned: a read-only folder must not lose them
             doc["store_warning"] = exc.message
+    if row_info is not None:
+        keys = ("tp", "pp", "dp", "cp", "ep")
+        lay: dict[str, Any] = row_info["layout"]
+        pub = row_info["published_tokens_per_s"]
+        best = rep.plans[0]["tokens_per_s"] if rep.plans else None
+        row_info["published_layout_rank"] = next(
+            (p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
+        row_info["best_over_published"] = (best / pub) if (best and pub) else None
+        doc["from_row"] = row_info
     return doc
+
+
+def memory_fit_text(used_gb: float, capacity_gb: float, margin_gb: float) -> str:
+    """How a plan's memory fits, in words (the plan rule's sentence, for a report)."""
+    from .workload.rules import memory_fit_text as _text
+
+    return _text(used_gb, capacity_gb, margin_gb)
+
+
+def stacks() -> dict[str, Any]:
+    """``clustertwin stacks --json``: the software-stack presets (registration order) and the default."""
+    from .workload.stacks import DEFAULT_STACK, STACKS
+
+    return {"default": DEFAULT_STACK, "stacks": [s.to_json() for s in STACKS.values()]}
 
 
 def device_price_usd(system: Any) -> float | None:
@@ -385,12 +428,17 @@ def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | Non
     return via_bom(job, catalog, device_price=device_price_usd)
 
 
-def build_sweep(spec: dict[str, Any] | str | Path, *, catalog=None, catalog_paths=(), label: str | None = None):
-    """A checked, expanded sweep from a sweep mapping or a sweep YAML path."""
+def build_sweep(spec: dict[str, Any] | str | Path, *, catalog=None, catalog_paths=(), label: str | None = None,
+                memory_margin: float | None = None):
+    """A checked, expanded sweep from a sweep mapping or a sweep YAML path; ``memory_margin`` overrides the
+    file's ``memory_margin_gb`` (part of the sweep's identity: another margin is another sweep)."""
     from .planner.sweep import build_sweep as _build
     from .planner.sweep import load_sweep_file
+    from .workload.rules import check_memory_margin
 
     data = spec if isinstance(spec, dict) else load_sweep_file(spec)
+    if memory_margin is not None:
+        data = {**data, "memory_margin_gb": check_memory_margin(memory_margin)}
     return _build(data, _catalog(catalog, catalog_paths), label=label or (str(spec) if not isinstance(spec, dict) else "sweep"),
                   catalog_paths=[str(p) for p in catalog_paths or ()])
 
@@ -409,7 +457,7 @@ def sweep(sw: Any, *, db: str | Path | None = None, executor: str = "local", add
     return {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(store.path), "executor": ex.name,
             "catalog_version": sw.catalog_version, "computed_chunks": out.computed_chunks,
             "skipped_chunks": out.skipped_chunks, "num_chunks": len(sw.chunks), "rows": rows,
-            "pareto": [r["job_index"] for r in rows if r["pareto"]]}
+            "pareto": [r["job_index"] for r in rows if r["pareto"]], "memory_margin_gb": sw.spec["memory_margin_gb"]}
 
 
 def results(db: str | Path | None = None, record_id: str | None = None) -> dict[str, Any]:
@@ -423,9 +471,16 @@ def results(db: str | Path | None = None, record_id: str | None = None) -> dict[
         return {"sweeps": store.sweeps()}
     meta = store.sweep(record_id)
     rows = store.results(meta["id"])
-    if (meta.get("spec") or {}).get("kind") != "plan":
+    if (meta.get("spec") or {}).get("kind") not in ("plan", "schedule"):  # a sweep: its best plan per design
         rows = best_per_design(rows)
     return {"sweep": meta, "rows": rows}
+
+
+def results_db_path(db: str | Path | None = None) -> Path:
+    """The results database ``db`` names (default: the per-user one, ``$CLUSTERTWIN_RESULTS_DB``)."""
+    from .planner.store import ResultsStore
+
+    return ResultsStore(db).path
 
 
 def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_id: str,
@@ -533,19 +588,578 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
 
 
 
+def collective(op: str, *, system: str = "hgx-h100", domains: int | None = None, gpus: int | None = None,
+               fabric: str | None = None, sizes: str = "8:8G", algo: str = "auto", dtype: str = "float",
+               network: str = "analytical", routing: str | None = None, topology: str | None = None,
+               oversubscription: float = 1.0, fail_links: int = 0, seed: int = 0, catalog=None,
+               catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin collective --json``: an nccl-tests run predicted per message size (time, algbw, busbw,
+    algorithm, protocol, count) for ``gpus`` ranks over ``domains`` scale-up domains of ``system``."""
+    import math
+    from dataclasses import replace
+
+    from .collectives import normalize_op, sweep
+    from .collectives.core import normalize_algo
+    from .collectives.nccl_tests import count_for, dtype_info, parse_sizes
+    from .limits import check_limit
+
+    op = normalize_op(op)
+    algo_n = normalize_algo(op, algo)
+    _positive("--domains", domains)
+    if domains is not None:
+        check_limit("domains", domains)
+    if gpus is not None:
+        check_limit("gpus", gpus)
+    _positive("--gpus", gpus)
+    tname, width = dtype_info(dtype)
+    size_arr = parse_sizes(sizes)
+    cat = _catalog(catalog, catalog_paths)
+    spec = cat.system(system)
+    fab = cat.fabric(fabric or spec.default_scaleout)
+    per_dom = spec.devices_per_domain
+    if domains is None and gpus is None:
+        domains, gpus = 1, per_dom
+    elif domains is None:
+        domains = max(1, math.ceil(gpus / per_dom))  # type: ignore[operator]
+    elif gpus is None:
+        gpus = domains * per_dom
+    assert gpus is not None and domains is not None
+    if gpus < domains:
+        raise InputError(f"--gpus {gpus} is fewer than --domains {domains}", hint="every domain needs at least one rank")
+    if gpus % domains:
+        raise InputError(
+            f"--gpus {gpus} does not split evenly over --domains {domains}",
+            hint=f"use a multiple of {domains}, e.g. --gpus {domains * max(1, gpus // domains)}",
+        )
+    g = gpus // domains
+    if g > per_dom:
+        raise InputError(
+            f"{g} ranks per domain is more than {system} has ({per_dom})",
+            hint=f"use --domains {math.ceil(gpus / per_dom)} or fewer --gpus",
+        )
+    net = network_model(network, routing=routing, seed=seed, topology=topology, oversubscription=oversubscription,
+                        fail_links=fail_links)
+    priced_fab = oversubscribed_fabric(spec, fab, oversubscription) if net is None else fab
+    results = sweep(op, size_arr, gpus, g, spec, priced_fab, algo_n, cat)
+    if net is not None:
+        # the scale-out contention penalty of the flow model added to each size's time; only this group
+        # runs (nccl-tests semantics), so no sibling groups are simulated with it
+        from .collectives.flow import contention_penalty
+
+        pen = contention_penalty(op, size_arr, gpus, g, spec, fab, routing=net.routing, seed=net.seed,
+                                 **dict(net.topology))
+        flowed = []
+        for r, pe in zip(results, pen, strict=True):
+            ti = r.time_s + float(pe)
+            alg = r.size_bytes / ti if ti > 0 else float("inf")
+            flowed.append(replace(r, time_s=ti, algbw=alg, busbw=alg * (r.busbw / r.algbw if r.algbw else 0.0)))
+        results = flowed
+        algo_n = f"{algo_n} + scale-out contention from the flow simulator ({net.routing})"
+    rows = []
+    for r in results:
+        d = r.to_dict()
+        d["count"] = count_for(op, r.size_bytes, gpus, width)
+        d["type"] = tname
+        rows.append(d)
+    return {"collective": op, "system": spec.id, "fabric": fab.id, "n_ranks": gpus, "ranks_per_domain": g,
+            "domains": domains, "algo": algo_n, "dtype": tname, "rows": rows}
+
+
+def calibrate(logs: list[str], *, out: str | Path, system: str | None = None, fabric: str | None = None,
+              collective: str | None = None, catalog=None, catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin calibrate --json``: fit the collective model to nccl-tests logs and write the catalog
+    overlay to ``out`` (merged if it exists)."""
+    from .collectives.calibrate import calibrate as _calibrate
+    from .collectives.calibrate import write_overlay
+
+    res = _calibrate([str(p) for p in logs], _catalog(catalog, catalog_paths), system=system, fabric=fabric,
+                     collective=collective)
+    return {"out": str(write_overlay(res["overlay"], out)), "systems": res["report"]}
+
+
+def calibrate_gpu(*, out: str | Path, device: str = "cuda", system: str | None = None, quick: bool = False,
+                  collectives: bool = True, world: int | None = None, catalog=None, catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin calibrate-gpu --json``: measure this machine's GPUs with PyTorch and write the profile
+    overlay to ``out``."""
+    from . import calibrate_gpu as cg
+
+    res = cg.run(device=device, system=system, catalog=_catalog(catalog, catalog_paths), quick=quick,
+                 collectives=collectives, world=world)
+    path = cg.write_profile(res["overlay"], out)
+    return {"out": str(path), "system": res["system"], "measured": res["measured"], "overlay": res["overlay"]}
+
+
+def serve_estimate(*, catalog=None, catalog_paths=(), **request: Any) -> dict[str, Any]:
+    """``clustertwin serve estimate --json``: throughput, TTFT and TPOT of one serving layout; ``request``
+    holds the fields of ``serving.service.ServeRequest``."""
+    from .serving.service import ServeRequest
+    from .serving.service import estimate as _estimate
+
+    return _estimate(ServeRequest(**request), catalog=_catalog(catalog, catalog_paths))
+
+
+def serve_plan(*, catalog=None, catalog_paths=(), **kw: Any) -> dict[str, Any]:
+    """``clustertwin serve plan --json``: the serving-layout search under TTFT/TPOT SLOs
+    (``serving.service.plan``'s keywords)."""
+    from .serving.service import plan as _plan
+
+    return _plan(catalog=_catalog(catalog, catalog_paths), **kw)
+
+
+def write_trace(result: Any, path: str | Path) -> Path:
+    """Write an event-engine result's Chrome/Perfetto trace (``estimate --engine event --trace PATH``)."""
+    from .report.trace import write_chrome_trace
+
+    return write_chrome_trace(result, path)
+
+
+def schedule_openb(*, nodes: str = "gpu_node", pods: str = "default", policy: str = "fgd",
+                   seeds: tuple[int, ...] = (42,)) -> dict[str, Any]:
+    """``clustertwin schedule openb --json``: the openb GPU-sharing experiment (Weng et al., ATC'23) under one
+    policy; one seed gives its run, several their mean curve. ``policy_label`` and ``tasks_in_list`` name the
+    policy and the size of the pod list for a report."""
+    import time
+
+    from .errors import UnknownNameError
+    from .scheduler.openb import POLICIES, POLICY_LABELS, load_nodes, load_pods, mean_curve, run_openb
+
+    if policy not in POLICIES:
+        raise UnknownNameError("openb policy", policy, POLICIES)
+    seed_list = list(seeds)
+    nd = load_nodes(nodes)
+    pd_ = load_pods(pods)
+    t0 = time.perf_counter()
+    runs = [run_openb(nd, pd_, policy, s) for s in seed_list]
+    wall = time.perf_counter() - t0
+    if len(runs) == 1:
+        out = runs[0].to_json()
+    else:
+        out = {"policy": policy, "seeds": seed_list, "total_gpus": nd.total_gpus, "curve": mean_curve(runs),
+               "workload": pd_.source, "nodes": nd.source, "num_failed_mean": sum(r.num_failed for r in runs) / len(runs)}
+    out["wall_s"] = round(wall, 3)
+    out["policy_label"] = POLICY_LABELS[policy]
+    out["tasks_in_list"] = len(pd_)
+    return out
+
+
+def _schedule_cluster(cluster: str, domains: int, fabric: str | None, topology: str, oversubscription: float,
+                      unhealthy: int, seed: int):
+    from .scheduler.inventory import build_inventory
+
+    return build_inventory(cluster, domains, fabric, topology=topology, oversubscription=oversubscription,
+                           unhealthy_per_domain=unhealthy, seed=seed)
+
+
+def _schedule_jobs(ref: str, inv: Any, seed: int, load: float):
+    """A job file, or ``llm:N`` for N generated LLM-cluster jobs."""
+    from .scheduler.jobs import generate_llm_trace, read_jobs
+
+    if ref.startswith("llm:"):
+        try:
+            n = int(ref[4:])
+        except ValueError:
+            raise InputError(f"JOBS {ref!r}: write llm:N with N a whole number of jobs, e.g. llm:10000") from None
+        if not 1 <= n <= 1_000_000:
+            raise InputError(f"JOBS {ref!r}: N must be 1 .. 1,000,000")
+        from .scheduler.replay import StepModel
+
+        sm = StepModel(inv)
+        return generate_llm_trace(n, cluster_gpus=inv.schedulable_gpus, gpus_per_node=inv.gpus_per_node,
+                                  gpus_per_domain=inv.max_domain_gpus, seed=seed, load=load, step_time=sm.ideal)
+    return read_jobs(ref)
+
+
+def schedule_replay(jobs: str, *, cluster: str = "gb200-nvl72", domains: int = 8, fabric: str | None = None,
+                    topology: str = "rail", oversubscription: float = 1.0, unhealthy_per_domain: int = 0,
+                    policies: tuple[str, ...] = ("tas",), queueing: str = "strict", faults: float = 0.0, seed: int = 0,
+                    load: float = 0.9, jobs_csv: str | Path | None = None, db: str | Path | None = None,
+                    store: bool = True, per_job: bool = False, progress: Any = None) -> dict[str, Any]:
+    """``clustertwin schedule replay | compare``: replay a job trace (a file or ``llm:N``) on a catalog cluster
+    under each of ``policies``: ``{"inventory", "jobs_source", "jobs", "queueing", "results": [per policy],
+    "stored" | "store_warning"}``. ``jobs_csv`` writes the per-job records of every policy; ``progress(label)``
+    -> a context manager yielding a progress callback."""
+    import csv
+    import io
+    from contextlib import nullcontext
+
+    from .scheduler.policies import gang_policy
+    from .scheduler.record import store_schedule
+    from .scheduler.replay import replay
+    from .userfiles import write_atomic
+
+    names = [p.strip() for p in policies if p.strip()]
+    if not names:
+        raise InputError("--policies is empty", hint="e.g. --policies fifo,tas,dra")
+    for p in names:
+        gang_policy(p)
+    inv = _schedule_cluster(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
+    jt = _schedule_jobs(jobs, inv, seed, load)
+    results = []
+    for p in names:
+        with (progress(f"replay {p}") if progress is not None else nullcontext()) as bar:
+            results.append(replay(jt, inv, p, seed=seed, fault_scale=faults, queueing=queueing, progress=bar))
+    if jobs_csv is not None:
+        buf = io.StringIO()
+        rows = [dict(policy=r.policy, **j.to_dict()) for r in results for j in r.jobs]
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        write_atomic(jobs_csv, buf.getvalue())
+    out: dict[str, Any] = {"inventory": inv.summary(), "jobs_source": jt.source, "jobs": len(jt), "queueing": queueing,
+                           "results": [r.to_json(per_job=per_job) for r in results]}
+    if store:
+        try:
+            out["stored"] = store_schedule(results, inv, jt.source, db)
+        except InputError as exc:  # the results are still returned: a read-only folder must not lose them
+            out["store_warning"] = exc.message
+    return out
+
+
+def schedule_trace(out: str | Path, *, jobs: int = 10000, cluster: str = "gb200-nvl72", domains: int = 256,
+                   fabric: str | None = None, unhealthy_per_domain: int = 2, load: float = 0.9,
+                   seed: int = 0) -> dict[str, Any]:
+    """``clustertwin schedule gen-trace``: write a generated LLM-cluster job mix to ``out`` (.csv or .yaml)."""
+    import yaml
+
+    from .scheduler.jobs import write_jobs_csv
+    from .userfiles import write_atomic
+
+    if not 0 < load <= 10:
+        raise InputError(f"--load must be in (0, 10], got {load}")
+    out = Path(out)
+    inv = _schedule_cluster(cluster, domains, fabric, "rail", 1.0, unhealthy_per_domain, seed)
+    jt = _schedule_jobs(f"llm:{jobs}", inv, seed, load)
+    if out.suffix.lower() == ".csv":
+        write_atomic(out, write_jobs_csv(jt))
+    elif out.suffix.lower() in (".yaml", ".yml"):
+        write_atomic(out, yaml.safe_dump({"jobs": [j.model_dump(exclude_none=True) for j in jt.specs]}, sort_keys=False))
+    else:
+        raise InputError(f"{str(out)!r}: write .csv or .yaml", hint="the suffix picks the format")
+    gpus = [j.gpus for j in jt.specs]
+    return {"file": str(out), "jobs": len(jt), "max_gpus": max(gpus), "min_gpus": min(gpus),
+            "training_jobs": sum(1 for j in jt.specs if j.model), "last_submit_h": jt.specs[-1].submit_s / 3600}
+
+
+def schedule_export(format: str, *, cluster: str = "gb200-nvl72", domains: int = 8, fabric: str | None = None,
+                    topology: str = "rail", unhealthy_per_domain: int = 0, seed: int = 0, name: str = "clustertwin",
+                    node_prefix: str = "node-") -> dict[str, Any]:
+    """``clustertwin schedule export``: the cluster's topology for Kueue, Volcano or Slurm (``text``)."""
+    from .scheduler.export import export_topology
+
+    inv = _schedule_cluster(cluster, domains, fabric, topology, 1.0, unhealthy_per_domain, seed)
+    return {"text": export_topology(inv, format, name=name, node_prefix=node_prefix), "nodes": inv.num_nodes}
+
+
+def load_catalog(paths: Any = ()) -> Any:
+    """The shipped catalog with the user's overlay files ``paths`` (and ``CLUSTERTWIN_CATALOG``) applied."""
+    return _catalog(None, tuple(paths or ()))
+
+
+def _cluster_model(system: str, domains: int, fabric: str | None, topology: str | None, oversubscription: float,
+                   tiers: int | str, domain_size: int | None, catalog, catalog_paths):
+    from .cluster import build_cluster
+
+    return build_cluster(system, domains, fabric, topology=topology, oversubscription=oversubscription, tiers=tiers,
+                         domain_size=domain_size, catalog=_catalog(catalog, catalog_paths))
+
+
 def cluster(system: str, domains: int = 1, *, fabric: str | None = None, topology: str = "rail",
             oversubscription: float = 1.0, tiers: int | str = "auto", domain_size: int | None = None,
             catalog=None, catalog_paths=()) -> dict[str, Any]:
     """A cluster design: ``clustertwin cluster --json``'s summary and ``clustertwin bom --json``'s bill
     of materials (``{"summary": ..., "bom": ...}``), with the cluster model's checks."""
-    from .cluster import bill_of_materials, build_cluster
+    from .cluster import bill_of_materials
 
-    c = build_cluster(system, domains, fabric, topology=topology, oversubscription=oversubscription, tiers=tiers,
-                      domain_size=domain_size, catalog=_catalog(catalog, catalog_paths))
+    c = _cluster_model(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog, catalog_paths)
     return {"summary": c.summary(), "bom": bill_of_materials(c).to_dict()}
 
 
-__all__ = ["ENGINES", "Scenario", "build_scenario", "build_sweep", "cluster", "compare", "cross_validate",
-           "design_cost_power", "device_price_usd", "estimate", "list_models", "load_scenario", "performance", "plan",
-           "plan_request", "report", "report_html", "results", "simulate", "sweep", "validate", "validate_by",
-           "validate_cross"]
+GRAPH_CHECK_MAX_DEVICES = 4096  # `cluster --graph-check` builds a networkx graph and runs max-flow
+
+
+def cluster_summary(system: str, domains: int = 1, *, fabric: str | None = None, topology: str | None = None,
+                    oversubscription: float = 1.0, tiers: int | str = "auto", domain_size: int | None = None,
+                    route: tuple[int, int] | None = None, graph_check: bool = False, catalog=None,
+                    catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin cluster --json``: the cluster summary, with the route between two ranks (``route``), the
+    bisections checked by max-flow on the graph (``graph_check``) and the catalog values that are assumed
+    (``assumed``)."""
+    c = _cluster_model(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog, catalog_paths)
+    out = c.summary()
+    if route is not None:
+        out["route"] = c.route(*route).to_dict()
+    if graph_check:
+        from .cluster import graph_bisection
+
+        if c.num_devices > GRAPH_CHECK_MAX_DEVICES:
+            raise InputError(
+                f"--graph-check builds a networkx graph and runs max-flow; limited to {GRAPH_CHECK_MAX_DEVICES} "
+                f"devices, this cluster has {c.num_devices}",
+                hint="use fewer --domains for the check; the closed forms are exact for full leaves",
+            )
+        check = {"scaleup_bisection_per_device_gbps":
+                 graph_bisection(c, within_domain=True) / (c.devices_per_domain / 2) * 8 / 1e9}
+        if c.domains >= 2 and c.scaleout is not None:
+            half = c.devices_per_domain * (c.domains // 2)
+            check["scaleout_bisection_per_device_gbps"] = graph_bisection(c) / half * 8 / 1e9
+        out["graph_check"] = check
+    out["assumed"] = sorted(c.system.assumptions) + [f"{c.fabric.id}.{k}" for k in sorted(c.fabric.assumptions)]
+    return out
+
+
+def bom(system: str, domains: int = 1, *, fabric: str | None = None, topology: str | None = None,
+        oversubscription: float = 1.0, tiers: int | str = "auto", domain_size: int | None = None, catalog=None,
+        catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin bom --json``: the bill of materials (devices, switches, NICs, optics, power, cost)."""
+    from .cluster import bill_of_materials
+
+    c = _cluster_model(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog, catalog_paths)
+    return bill_of_materials(c).to_dict()
+
+
+FABRIC_WORKLOADS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "step", "matrix", "jobs")
+_FABRIC_BUS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def fabric_workload(name: str) -> str:
+    """The canonical ``clustertwin fabric`` workload for ``name`` (collective aliases accepted)."""
+    from .errors import UnknownNameError
+
+    key = name.strip().lower().replace("-", "_")
+    key = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+           "alltoall": "all_to_all", "a2a": "all_to_all"}.get(key, key)
+    if key not in FABRIC_WORKLOADS:
+        raise UnknownNameError("fabric workload", name, FABRIC_WORKLOADS,
+                               hint="one of " + ", ".join(FABRIC_WORKLOADS))
+    return key
+
+
+def _fabric_run_summary(run, size_bytes: float | None, op: str | None, n_ranks: int | None, top: int) -> dict:
+    out = {
+        "time_s": run.time_s,
+        "ideal_time_s": run.ideal_time_s,
+        "efficiency": run.efficiency,
+        "routing": run.routing,
+        "phases": [{"name": n, "time_s": float(t), "repeat": float(r)}
+                   for n, t, r in zip(run.phase_names, run.phase_times_s, run.phase_repeats, strict=True)],
+        "flows_simulated": run.n_flows,
+        "flows_total": run.n_flows_total,
+        "scaleup_flows": run.n_scaleup_flows,
+        "scaleout_bytes": run.scaleout_bytes,
+        "events": run.events,
+        "solver_iterations": run.iterations,
+        "wall_s": run.wall_s,
+        "tier_utilisation": run.tier_summary(),
+        "hottest_links": run.hottest(top),
+    }
+    nic = [r for r in out["tier_utilisation"] if r["tier"] == "nic-up"]
+    if nic and nic[0]["used"] and run.time_s > 0:
+        nics = max(1.0, nic[0]["used"] / run.topo.shape.planes)  # a NIC has one port per plane
+        out["nic_gbs"] = nic[0]["bytes"] / nics / run.time_s / 1e9
+        out["nic_line_gbs"] = run.topo.nic_bw / 1e9
+    if op in _FABRIC_BUS and size_bytes and run.time_s > 0 and n_ranks:
+        out["algbw_gbs"] = size_bytes / run.time_s / 1e9
+    return out
+
+
+def simulate_fabric(what: str, *, system: str = "hgx-h100", domains: int = 16, fabric: str | None = None,
+           topology: str | None = None, oversubscription: float = 1.0, tiers: int | None = None,
+           routing: str = "ecmp", pxn: bool = True, fail_links: int = 0, fail_switch: tuple[str, ...] = (),
+           slow_nics: dict | None = None, degraded_links: dict | None = None, stragglers: dict | None = None,
+           seed: int = 0, size_bytes: float = 2**30, jobs: str | Path | None = None, matrix: str | Path | None = None,
+           tp: int = 8, pp: int = 1, dp: int | None = None, act_bytes: float = 64 * 2**20, microbatches: int = 8,
+           max_phases: int = 32, window: int = 1, channels: int = 1, top: int = 5, progress: Any = None,
+           catalog=None, catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin fabric WHAT --json``: the flow-level simulation of scale-out traffic on ``domains`` x
+    ``system`` (a collective, a training step's phases, a traffic matrix, or several jobs sharing the fabric),
+    with faults and, where there are faults, the same run on the healthy fabric (``slowdown``).
+    ``progress(label)`` -> a context manager yielding a progress callback (or ``None``)."""
+    from contextlib import nullcontext
+
+    from .cluster.fattree import check_oversubscription
+    from .fabric import (
+        Faults,
+        check_routing,
+        make_fabric,
+        read_jobs,
+        read_matrix,
+        simulate_collective,
+        simulate_jobs,
+        simulate_phases,
+        step_phases,
+    )
+    from .limits import check_limit
+
+    check_limit("channels", channels)
+    what_k = fabric_workload(what)
+    routing_k = check_routing(routing)
+    if domains < 1:
+        raise InputError(f"--domains must be positive, got {domains}")
+    check_oversubscription(oversubscription)
+    if channels < 1:
+        raise InputError(f"--channels must be >= 1, got {channels}")
+    if fail_links < 0:
+        raise InputError(f"--fail-links must be >= 0, got {fail_links}")
+    cat = _catalog(catalog, catalog_paths)
+    sysm = cat.system(system)
+    so = cat.fabric(fabric or sysm.default_scaleout)
+    n_gpus = domains * sysm.devices_per_domain
+    faults = Faults(random_links=fail_links, switches=tuple(fail_switch or ()), seed=seed,
+                    slow_nics=dict(slow_nics or {}), degraded=dict(degraded_links or {}),
+                    stragglers=dict(stragglers or {}))
+    fab = make_fabric(sysm, so, n_gpus, faults=faults, catalog=cat, topology=topology, tiers=tiers,
+                      oversubscription=oversubscription)
+    header = {
+        "what": what_k, "system": sysm.id, "fabric": so.id, "domains": domains, "gpus": n_gpus,
+        "topology": fab.topo.shape.kind, "tiers": fab.topo.shape.tiers, "oversubscription": fab.topo.shape.oversubscription,
+        "switches": fab.topo.switch_counts, "routing": routing_k, "seed": seed,
+        "link_gbps": fab.topo.link_bw * 8 / 1e9, "nic_gbps": fab.topo.nic_bw * 8 / 1e9,
+        "faults": list(fab.topo.failed_note),
+    }
+    if what_k == "jobs" or jobs is not None:
+        if jobs is None:
+            raise InputError("`fabric jobs` needs --jobs FILE", hint="a YAML with jobs: [{name, gpus, placement, traffic, size}]")
+        res = simulate_jobs(fab, read_jobs(jobs), routing=routing_k, seed=seed, pxn=pxn)
+        return {**header, "jobs": [{"name": r.name, "gpus": r.gpus, "placement": r.placement, "traffic": r.traffic,
+                                    "domains": list(r.domains), "alone_s": r.alone_s, "shared_s": r.shared_s,
+                                    "slowdown": r.slowdown} for r in res]}
+
+    def run_once(f, stragglers=None):
+        with (progress(f"fabric {what_k} ({routing_k})") if progress is not None else nullcontext()) as bar:
+            if what_k == "matrix":
+                if matrix is None:
+                    raise InputError("`fabric matrix` needs --matrix FILE", hint="CSV with header src,dst,bytes[,start_s]")
+                return simulate_phases(f, [read_matrix(matrix, n_gpus)], routing=routing_k, seed=seed, pxn=pxn,
+                                       channels=channels, progress=bar)
+            if what_k == "step":
+                d = dp or n_gpus // (tp * pp)
+                if d < 1 or tp * pp * d > n_gpus:
+                    raise InputError(f"tp*pp*dp = {tp * pp * (dp or 0)} does not fit {n_gpus} GPUs")
+                phases = step_phases(tp=tp, pp=pp, dp=d, ranks_per_domain=sysm.devices_per_domain,
+                                     grad_bytes=size_bytes, act_bytes=act_bytes, microbatches=microbatches)
+                return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn, channels=channels,
+                                       progress=bar)
+            return simulate_collective(f, what_k, size_bytes, routing=routing_k, seed=seed, pxn=pxn,
+                                       max_phases=max_phases, window=window, channels=channels,
+                                       stragglers=stragglers, progress=bar)
+
+    run = run_once(fab, dict(faults.stragglers) or None)
+    out = {**header, **_fabric_run_summary(run, size_bytes if what_k in _FABRIC_BUS else None, what_k, n_gpus, top)}
+    if not faults.empty:
+        healthy = run_once(make_fabric(sysm, so, n_gpus, topology=topology, tiers=tiers,
+                                       oversubscription=oversubscription))
+        out["healthy_time_s"] = healthy.time_s
+        out["slowdown"] = run.time_s / healthy.time_s if healthy.time_s > 0 else 1.0
+    return out
+
+
+def _positive(name: str, v: float | int | None) -> None:
+    if v is not None and not v > 0:
+        raise InputError(f"{name} must be positive, got {v}", hint=f"pass a value above zero to {name}")
+
+
+def goodput(*, system: str = "hgx-h100", gpus: int | None = None, domains: int | None = None,
+            fabric: str | None = None, model: str | None = None, params_b: float | None = None, days: float = 30.0,
+            interval_s: float | None = None, monte_carlo: int = 0, seed: int | None = None,
+            spares: int | None = None, rates: dict[str, float] | None = None, write_tbps: float | None = None,
+            read_tbps: float | None = None, restart_s: float | None = None, blocking: float | None = None,
+            tokens_per_s: float | None = None, mfu: float | None = None, no_plan: bool = False,
+            defaults: tuple = (), catalog=None, catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin goodput --json``: expected interruptions, checkpoint interval (``interval_s`` None =
+    the Daly optimum), ETTR and tokens/day of one training job; throughput from ``tokens_per_s``, else the
+    planner's best layout (unless ``no_plan``), else an assumed ``mfu``."""
+    from .limits import check_limit
+    from .reliability.design import domains_for, make_design
+    from .reliability.failures import build_failure_model
+    from .reliability.goodput import checkpoint_setup
+    from .reliability.goodput import goodput as _goodput
+    from .reliability.params import load_params
+    from .reliability.throughput import mfu_throughput
+
+    for name, v in (("--days", days), ("--write-tbps", write_tbps), ("--read-tbps", read_tbps),
+                    ("--restart", restart_s), ("--tokens-per-s", tokens_per_s), ("--params", params_b),
+                    ("--gpus", gpus), ("--domains", domains)):
+        _positive(name, v)
+    if monte_carlo < 0:
+        raise InputError(f"--monte-carlo must not be negative, got {monte_carlo}")
+    check_limit("monte_carlo", monte_carlo)
+    check_limit("days", days)
+    cat = _catalog(catalog, catalog_paths)
+    prm = load_params(tuple(defaults or ()))
+    sysm = cat.system(system)
+    if gpus is not None and domains is not None and gpus != domains * sysm.devices_per_domain:
+        raise InputError(f"--gpus {gpus} and --domains {domains} disagree ({domains} x {sysm.devices_per_domain} = "
+                         f"{domains * sysm.devices_per_domain})", hint="pass only one of them")
+    n_dom = domains if domains is not None else (domains_for(sysm, gpus) if gpus is not None else 1)
+    fab = cat.fabric(fabric) if fabric else cat.fabric(sysm.default_scaleout)
+    design = make_design(f"{system}x{n_dom}", sysm, n_dom, fab, prm, origin="command line")
+    fm = build_failure_model(prm, dict(rates or {}))
+    m = get_model(model) if model else None
+    if m is None and params_b is None:
+        raise InputError("goodput needs the checkpoint size: pass --model (e.g. llama3-405b) or --params BILLIONS")
+    n_params = params_b * 1e9 if params_b is not None else float(m.num_params())  # type: ignore[union-attr]
+    ck = checkpoint_setup(prm, n_params, write_bw=write_tbps * 1e12 if write_tbps else None,
+                          read_bw=read_tbps * 1e12 if read_tbps else None, blocking_fraction=blocking,
+                          restart_s=restart_s)
+    basis = None
+    perf_note = None
+    if tokens_per_s is None and m is not None:
+        if mfu is None and not no_plan:
+            perf = performance(cat, system, design.num_accelerators, fab.id, m.id)
+            if perf.get("tokens_per_s"):
+                tokens_per_s, basis = float(perf["tokens_per_s"]), perf["basis"]
+            else:
+                perf_note = perf.get("error")
+        if tokens_per_s is None:
+            mfu_v = mfu if mfu is not None else 0.4
+            tokens_per_s = mfu_throughput(m, sysm.accelerator.peak("bf16"), design.num_accelerators, mfu_v)
+            basis = (f"assumed MFU {mfu_v:g} x BF16 peak / (6N + 12 L h s) FLOP per token"
+                     + ("" if mfu is not None else " (default assumption)"))
+    elif tokens_per_s is not None:
+        basis = "given (--tokens-per-s)"
+    res = _goodput(fm, design.counts, ck, days=days, interval_s=interval_s, spares=spares, tokens_per_s=tokens_per_s,
+                   throughput_basis=basis, monte_carlo_runs=monte_carlo, seed=seed)
+    out = {"system": system, "fabric": fab.id, "model": m.id if m else None, "num_params": n_params,
+           "counts_source": design.counts.source, **res.to_dict()}
+    if perf_note:
+        out["throughput_note"] = perf_note
+    return out
+
+
+def power(design: str, *, utilization: float | None = None, pue: float | None = None,
+          price_kwh: float | None = None, defaults: tuple = (), catalog=None, catalog_paths=()) -> dict[str, Any]:
+    """``clustertwin power --json``: power by component, facility power, energy and capital cost of one
+    design (``SYSTEM[xDOMAINS][@FABRIC]`` or a scenario file)."""
+    from .reliability.cost import check_cost_inputs, cost
+    from .reliability.design import parse_design
+    from .reliability.params import load_params
+    from .reliability.power import check_power_inputs
+    from .reliability.power import power as _power
+
+    check_power_inputs(utilization, pue)
+    check_cost_inputs(price_kwh)
+    cat = _catalog(catalog, catalog_paths)
+    prm = load_params(tuple(defaults or ()))
+    d = parse_design(design, cat, prm)
+    pw = _power(d.system, d.fabric, d.counts, prm, utilization=utilization, pue=pue)
+    cst = cost(d.system, d.fabric, d.counts, pw, prm, price_kwh=price_kwh)
+    peak = d.system.accelerator.peak("bf16") * d.num_accelerators
+    out = {"design": d.name, "system": d.system.id, "domains": d.domains, "fabric": d.fabric.id if d.fabric else None,
+           "num_accelerators": d.num_accelerators, **pw.to_dict(),
+           "power_kw": pw.it_w / 1e3, "energy_usd_per_year": cst.energy_usd_per_hour * 8760.0,
+           "peak_pflops_bf16": peak / 1e15, "peak_gflops_per_watt_it": peak / pw.it_w / 1e9,
+           "cost": cst.to_dict(), "counts_source": d.counts.source,
+           "counts": {"accelerators": d.counts.accelerators, "hosts": d.counts.hosts, "cpus": d.counts.cpus,
+                      "scaleup_switches": d.counts.scaleup_switches, "scaleout_switches": d.counts.scaleout_switches,
+                      "nics": d.counts.nics, "transceivers": d.counts.transceivers, "cables": d.counts.cables}}
+    out["assumptions"] = list(dict.fromkeys(list(pw.assumptions) + list(cst.assumptions)))
+    return out
+
+
+__all__ = ["ENGINES", "FABRIC_WORKLOADS", "Scenario", "bom", "build_scenario", "build_sweep", "calibrate",
+           "calibrate_gpu", "cluster", "collective",
+           "cluster_summary", "compare", "cross_validate", "design_cost_power", "device_price_usd", "estimate",
+           "fabric_workload", "goodput", "list_models", "load_catalog", "load_scenario", "memory_fit_text", "performance",
+           "plan", "plan_request", "power", "report", "report_html", "results", "results_db_path", "schedule_export", "schedule_openb", "schedule_replay", "schedule_trace",
+           "serve_estimate", "serve_plan", "simulate", "simulate_fabric", "stacks", "sweep", "write_trace", "validate",
+           "validate_by", "validate_cross"]

@@ -57,7 +57,10 @@ StackOpt = Annotated[str | None, typer.Option("--stack", help="Software stack: m
 NetworkOpt = Annotated[str, typer.Option("--network", help="analytical (default) | flow: add the scale-out contention the flow-level fabric simulator finds (routing, oversubscription, failures).")]
 RoutingOpt = Annotated[str | None, typer.Option("--routing", help="With --network flow: ecmp (default) | adaptive | spray.")]
 NetTopologyOpt = Annotated[str | None, typer.Option("--topology", help="With --network flow: fat-tree | rail | dual-plane (default: the fabric simulator's).")]
-NetOversubOpt = Annotated[float, typer.Option("--oversubscription", help="Leaf down:up ratio (>= 1): --network flow builds that fabric; the analytical network takes the worst case (each NIC at 1/ratio), as plan does.")]
+# --oversubscription has one meaning everywhere: the leaf's down:up port ratio (>= 1; 1 = full bisection).
+OVERSUB_HELP = "Leaf down:up port ratio (>= 1; 1 = full bisection)"
+OversubOpt = Annotated[float, typer.Option("--oversubscription", help=f"{OVERSUB_HELP}.")]
+NetOversubOpt = Annotated[float, typer.Option("--oversubscription", help=f"{OVERSUB_HELP}: --network flow builds that fabric; the analytical network takes the worst case (each NIC at 1/ratio), as plan does.")]
 FailLinksOpt = Annotated[int, typer.Option("--fail-links", help="With --network flow: K random failed scale-out cables (seeded).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="With --network flow: seed for ECMP hashing and failures.")]
 CatalogOpt = Annotated[
@@ -144,9 +147,9 @@ def emit_json(obj: Any) -> None:
 
 
 def catalog_from(paths: list[Path] | None):
-    from ..catalog import load_catalog
+    from .. import api
 
-    return load_catalog(paths or ())
+    return api.load_catalog(paths or ())
 
 
 def require_positive(name: str, value: float | int | None) -> None:

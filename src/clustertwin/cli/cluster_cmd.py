@@ -7,27 +7,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .. import api
 from ..errors import InputError
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
+from ._common import CatalogOpt, JsonOpt, OversubOpt, app, catalog_from, console, emit_json
 
 SystemArg = Annotated[str, typer.Argument(help="system id, e.g. hgx-h100, gb200-nvl72, cloudmatrix-384")]
 DomainsOpt = Annotated[int, typer.Option("--domains", help="number of scale-up domains (servers / racks / supernodes)")]
 FabricOpt = Annotated[str | None, typer.Option("--fabric", help="scale-out fabric id (default: the system's)")]
 TopologyOpt = Annotated[str | None, typer.Option("--topology", help="scale-out topology: fat-tree | rail | dual-plane (default: rail, dual-plane for a two-plane fabric)")]
-OversubOpt = Annotated[float, typer.Option("--oversubscription", help="leaf down:up port ratio, >= 1")]
 TiersOpt = Annotated[str, typer.Option("--tiers", help="scale-out switch tiers: 1, 2, 3 or auto")]
 DomainSizeOpt = Annotated[int | None, typer.Option("--domain-size", help="scale-up partition size (default: full)")]
 RouteOpt = Annotated[str | None, typer.Option("--route", help="also show the route between two ranks, e.g. 0,9")]
 CheckOpt = Annotated[bool, typer.Option("--graph-check", help="verify the bisection closed forms by max-flow on the graph (<= 4096 devices)")]
-GRAPH_CHECK_MAX_DEVICES = 4096
-
-
-def _build(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog):
-    from ..cluster import build_cluster
-
-    cat = catalog_from(catalog)
-    return build_cluster(system, domains, fabric, topology=topology, oversubscription=oversubscription,
-                         tiers=tiers, domain_size=domain_size, catalog=cat)
 
 
 def _g(x: float) -> str:
@@ -49,29 +40,16 @@ def cluster_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Summarise a cluster: devices, hosts, bisection bandwidth per GPU in and across domains, hops, switches."""
-    c = _build(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog)
-    out = c.summary()
+    pair = None
     if route is not None:
         try:
             a, b = (int(x) for x in route.split(","))
         except ValueError:
             raise InputError(f"--route takes two ranks separated by a comma, got {route!r}", hint="e.g. --route 0,9") from None
-        out["route"] = c.route(a, b).to_dict()
-    if graph_check:
-        from ..cluster import graph_bisection
-
-        if c.num_devices > GRAPH_CHECK_MAX_DEVICES:
-            raise InputError(
-                f"--graph-check builds a networkx graph and runs max-flow; limited to {GRAPH_CHECK_MAX_DEVICES} "
-                f"devices, this cluster has {c.num_devices}",
-                hint="use fewer --domains for the check; the closed forms are exact for full leaves",
-            )
-        check = {"scaleup_bisection_per_device_gbps":
-                 graph_bisection(c, within_domain=True) / (c.devices_per_domain / 2) * 8 / 1e9}
-        if c.domains >= 2 and c.scaleout is not None:
-            half = c.devices_per_domain * (c.domains // 2)
-            check["scaleout_bisection_per_device_gbps"] = graph_bisection(c) / half * 8 / 1e9
-        out["graph_check"] = check
+        pair = (a, b)
+    out = api.cluster_summary(system, domains, fabric=fabric, topology=topology, oversubscription=oversubscription,
+                              tiers=tiers, domain_size=domain_size, route=pair, graph_check=graph_check,
+                              catalog=catalog_from(catalog))
     if json_:
         emit_json(out)
         return
@@ -112,9 +90,8 @@ def cluster_cmd(
         console.print(f"route {r['src']} -> {r['dst']} ({r['layer']}): "
                       + " -> ".join(f"{k}{i}" for k, i in r["path"])
                       + f"; {r['switch_hops']} switch hop(s), {r['bandwidth_gbps']:.4g} Gb/s, {r['latency_us']:.3g} us")
-    assumed = sorted(c.system.assumptions) + [f"{c.fabric.id}.{k}" for k in sorted(c.fabric.assumptions)]
-    if assumed:
-        console.print(f"assumed catalog values: {', '.join(assumed)} (see `clustertwin catalog show`)", style="dim")
+    if out["assumed"]:
+        console.print(f"assumed catalog values: {', '.join(out['assumed'])} (see `clustertwin catalog show`)", style="dim")
 
 
 @app.command("bom")
@@ -130,11 +107,8 @@ def bom_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Bill of materials: devices, CPUs, trays, switches, NICs, optics and copper, power and cost."""
-    from ..cluster import bill_of_materials
-
-    c = _build(system, domains, fabric, topology, oversubscription, tiers, domain_size, catalog)
-    b = bill_of_materials(c)
-    d = b.to_dict()
+    d = api.bom(system, domains, fabric=fabric, topology=topology, oversubscription=oversubscription, tiers=tiers,
+                domain_size=domain_size, catalog=catalog_from(catalog))
     if json_:
         emit_json(d)
         return

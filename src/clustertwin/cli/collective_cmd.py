@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..errors import InputError
+from .. import api
 from ._common import (
     CatalogOpt,
     FailLinksOpt,
@@ -22,7 +21,6 @@ from ._common import (
     catalog_from,
     console,
     emit_json,
-    require_positive,
 )
 
 
@@ -49,79 +47,20 @@ def collective_cmd(
 
     Example: clustertwin collective all_reduce --system hgx-h100 --domains 4 --sizes 1M:1G
     """
-    from ..collectives import normalize_op, sweep
-    from ..collectives.core import normalize_algo
-    from ..collectives.nccl_tests import count_for, dtype_info, parse_sizes
-
-    op = normalize_op(op)
-    algo_n = normalize_algo(op, algo)
-    require_positive("--domains", domains)
-    from ..limits import check_limit
-
-    if domains is not None:
-        check_limit("domains", domains)
-    if gpus is not None:
-        check_limit("gpus", gpus)
-    require_positive("--gpus", gpus)
-    tname, width = dtype_info(dtype)
-    size_arr = parse_sizes(sizes)
-    cat = catalog_from(catalog)
-    spec = cat.system(system)
-    fab = cat.fabric(fabric or spec.default_scaleout)
-    per_dom = spec.devices_per_domain
-    if domains is None and gpus is None:
-        domains, gpus = 1, per_dom
-    elif domains is None:
-        domains = max(1, math.ceil(gpus / per_dom))
-    elif gpus is None:
-        gpus = domains * per_dom
-    if gpus < domains:
-        raise InputError(f"--gpus {gpus} is fewer than --domains {domains}", hint="every domain needs at least one rank")
-    if gpus % domains:
-        raise InputError(
-            f"--gpus {gpus} does not split evenly over --domains {domains}",
-            hint=f"use a multiple of {domains}, e.g. --gpus {domains * max(1, gpus // domains)}",
-        )
-    g = gpus // domains
-    if g > per_dom:
-        raise InputError(
-            f"{g} ranks per domain is more than {system} has ({per_dom})",
-            hint=f"use --domains {math.ceil(gpus / per_dom)} or fewer --gpus",
-        )
-    from ..api import network_model, oversubscribed_fabric
-
-    net = network_model(network, routing=routing, seed=seed, topology=topology, oversubscription=oversubscription,
-                        fail_links=fail_links)
-    priced_fab = oversubscribed_fabric(spec, fab, oversubscription) if net is None else fab
-    results = sweep(op, size_arr, gpus, g, spec, priced_fab, algo_n, cat)
-    if net is not None:
-        results = _flow_results(results, op, size_arr, gpus, g, spec, fab, net)
-        algo_n = f"{algo_n} + scale-out contention from the flow simulator ({net.routing})"
-    rows = []
-    for r in results:
-        d = r.to_dict()
-        d["count"] = count_for(op, r.size_bytes, gpus, width)
-        d["type"] = tname
-        rows.append(d)
+    doc = api.collective(op, system=system, domains=domains, gpus=gpus, fabric=fabric, sizes=sizes, algo=algo,
+                         dtype=dtype, network=network, routing=routing, topology=topology,
+                         oversubscription=oversubscription, fail_links=fail_links, seed=seed,
+                         catalog=catalog_from(catalog))
     if json_:
-        emit_json(
-            {
-                "collective": op,
-                "system": spec.id,
-                "fabric": fab.id,
-                "n_ranks": gpus,
-                "ranks_per_domain": g,
-                "domains": domains,
-                "algo": algo_n,
-                "dtype": tname,
-                "rows": rows,
-            }
-        )
+        emit_json(doc)
         return
+    op, rows, tname = doc["collective"], doc["rows"], doc["dtype"]
+    gpus, domains, g = doc["n_ranks"], doc["domains"], doc["ranks_per_domain"]
     redop = "sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none"
     root = 0 if op in ("broadcast", "reduce") else -1
     out = [
-        f"# ClusterTwin prediction: {op} on {gpus} ranks ({domains} x {g} per domain) of {spec.id}, fabric {fab.id}, algo {algo_n}",
+        f"# ClusterTwin prediction: {op} on {gpus} ranks ({domains} x {g} per domain) of {doc['system']}, "
+        f"fabric {doc['fabric']}, algo {doc['algo']}",
         "#       size         count      type   redop    root     time   algbw   busbw  algorithm  proto",
         "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)",
     ]
@@ -133,22 +72,6 @@ def collective_cmd(
     busbw = [d["busbw_GBps"] for d in rows]
     out.append(f"# Avg bus bandwidth    : {sum(busbw) / len(busbw):.4g}")
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
-
-
-def _flow_results(results, op, sizes, n, g, spec, fab, net):
-    """Add the scale-out contention penalty of ``net`` (a FlowNetwork) to each size's time. Only this
-    group runs (nccl-tests semantics), so no sibling groups are simulated with it."""
-    from dataclasses import replace
-
-    from ..collectives.flow import contention_penalty
-
-    pen = contention_penalty(op, sizes, n, g, spec, fab, routing=net.routing, seed=net.seed, **dict(net.topology))
-    out = []
-    for r, p in zip(results, pen, strict=True):
-        ti = r.time_s + float(p)
-        alg = r.size_bytes / ti if ti > 0 else float("inf")
-        out.append(replace(r, time_s=ti, algbw=alg, busbw=alg * (r.busbw / r.algbw if r.algbw else 0.0)))
-    return out
 
 
 @app.command("calibrate")
@@ -165,15 +88,13 @@ def calibrate_cmd(
 
     Use the result with any command: clustertwin estimate ... --catalog calibration.yaml
     """
-    from ..collectives.calibrate import calibrate, write_overlay
-
-    cat = catalog_from(catalog)
-    res = calibrate([str(p) for p in logs], cat, system=system, fabric=fabric, collective=collective)
-    path = write_overlay(res["overlay"], out)
+    res = api.calibrate([str(p) for p in logs], out=out, system=system, fabric=fabric, collective=collective,
+                        catalog=catalog_from(catalog))
+    path = res["out"]
     if json_:
-        emit_json({"out": str(path), "systems": res["report"]})
+        emit_json(res)
         return
-    for rep in res["report"]:
+    for rep in res["systems"]:
         vals = ", ".join(f"{k} = {v:.4g}" for k, v in rep["values"].items())
         console.print(
             f"{rep['system']}: {vals}  ({rep['points']} points, rms error {rep['rms_rel_err'] * 100:.1f}%, "
@@ -209,13 +130,11 @@ def calibrate_gpu_cmd(
     Needs the optional extra: pip install "clustertwin[gpu]". Use the result with any command:
     clustertwin estimate ... --catalog gpu-profile.yaml
     """
-    from .. import calibrate_gpu as cg
-
-    res = cg.run(device=device, system=system, catalog=catalog_from(catalog), quick=quick, collectives=collectives, world=world)
-    path = cg.write_profile(res["overlay"], out)
-    m = res["measured"]
+    res = api.calibrate_gpu(out=out, device=device, system=system, quick=quick, collectives=collectives, world=world,
+                            catalog=catalog_from(catalog))
+    path, m = res["out"], res["measured"]
     if json_:
-        emit_json({"out": str(path), "system": res["system"], "measured": m, "overlay": res["overlay"]})
+        emit_json(res)
         return
     env = m["environment"]
     console.print(f"{env['gpu_name']} x{env['gpu_count']}  driver {env['driver']}  CUDA {env['cuda']}  torch {env['torch']}  "

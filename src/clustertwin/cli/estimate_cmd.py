@@ -197,9 +197,7 @@ def estimate_cmd(
     r = api.simulate(sc, engine=engine, trace=trace is not None, schedule=schedule, stragglers=tuple(straggler or ()),
                      network=net, memory_margin_gb=memory_margin)
     if trace is not None:
-        from ..report.trace import write_chrome_trace
-
-        written = write_chrome_trace(r, trace)
+        written = api.write_trace(r, trace)
         console_err.print(f"trace written to {written} (open it in ui.perfetto.dev or chrome://tracing)")
     if json_:
         emit_json(_result_json(r))

@@ -8,23 +8,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..errors import InputError, UnknownNameError
+from .. import api
+from ..errors import InputError
 from ..units import format_bytes, format_seconds, parse_size
-from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
+from ._common import CatalogOpt, JsonOpt, OversubOpt, app, catalog_from, console, emit_json
 
-WHATS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "step", "matrix", "jobs")
 _BUS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-
-
-def _what(name: str) -> str:
-    key = name.strip().lower().replace("-", "_")
-    key = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-           "alltoall": "all_to_all", "a2a": "all_to_all"}.get(key, key)
-    if key not in WHATS:
-        raise UnknownNameError("fabric workload", name, WHATS,
-                               hint="one of all_reduce, all_gather, reduce_scatter, all_to_all, step, matrix, jobs")
-    return key
-
 
 def _pairs(items: list[str] | None, flag: str) -> dict:
     import math
@@ -41,34 +30,6 @@ def _pairs(items: list[str] | None, flag: str) -> dict:
         if not math.isfinite(out[int(key)]) or out[int(key)] < 0:
             raise InputError(f"{flag} {it!r}: the value must be a finite number >= 0, got {val.strip()!r}",
                              hint="e.g. 3:0.5 (a fraction for --slow-nic/--degrade-link, seconds for --straggler)")
-    return out
-
-
-def _run_summary(run, size_bytes: float | None, op: str | None, n_ranks: int | None, top: int) -> dict:
-    out = {
-        "time_s": run.time_s,
-        "ideal_time_s": run.ideal_time_s,
-        "efficiency": run.efficiency,
-        "routing": run.routing,
-        "phases": [{"name": n, "time_s": float(t), "repeat": float(r)}
-                   for n, t, r in zip(run.phase_names, run.phase_times_s, run.phase_repeats, strict=True)],
-        "flows_simulated": run.n_flows,
-        "flows_total": run.n_flows_total,
-        "scaleup_flows": run.n_scaleup_flows,
-        "scaleout_bytes": run.scaleout_bytes,
-        "events": run.events,
-        "solver_iterations": run.iterations,
-        "wall_s": run.wall_s,
-        "tier_utilisation": run.tier_summary(),
-        "hottest_links": run.hottest(top),
-    }
-    nic = [r for r in out["tier_utilisation"] if r["tier"] == "nic-up"]
-    if nic and nic[0]["used"] and run.time_s > 0:
-        nics = max(1.0, nic[0]["used"] / run.topo.shape.planes)  # a NIC has one port per plane
-        out["nic_gbs"] = nic[0]["bytes"] / nics / run.time_s / 1e9
-        out["nic_line_gbs"] = run.topo.nic_bw / 1e9
-    if op in _BUS and size_bytes and run.time_s > 0 and n_ranks:
-        out["algbw_gbs"] = size_bytes / run.time_s / 1e9
     return out
 
 
@@ -107,7 +68,7 @@ def fabric_cmd(
     domains: Annotated[int, typer.Option("--domains", help="number of scale-up domains")] = 16,
     fabric: Annotated[str | None, typer.Option("--fabric", help="scale-out fabric id (default: the system's)")] = None,
     topology: Annotated[str | None, typer.Option("--topology", help="fat-tree | rail | dual-plane (default: rail when one NIC per GPU)")] = None,
-    oversubscription: Annotated[float, typer.Option("--oversubscription", help="leaf down:up ratio (1 = full bisection)")] = 1.0,
+    oversubscription: OversubOpt = 1.0,
     tiers: Annotated[int | None, typer.Option("--tiers", help="2 or 3 (default: fewest that fit)")] = None,
     routing: Annotated[str, typer.Option("--routing", help="ecmp | adaptive | spray")] = "ecmp",
     pxn: Annotated[bool, typer.Option("--pxn/--no-pxn", help="rail-optimised PXN (move to the destination rail over NVLink first)")] = True,
@@ -136,61 +97,23 @@ def fabric_cmd(
 
     Example: clustertwin fabric all_reduce --system hgx-h100 --domains 1024 --routing spray
     """
-    from ..limits import check_limit
+    from .render import progress_bar
 
-    check_limit("channels", channels)
-    from ..fabric import (
-        Faults,
-        check_routing,
-        make_fabric,
-        read_jobs,
-        read_matrix,
-        simulate_collective,
-        simulate_jobs,
-        simulate_phases,
-        step_phases,
-    )
-
-    what_k = _what(what)
-    routing_k = check_routing(routing)
-    if domains < 1:
-        raise InputError(f"--domains must be positive, got {domains}")
-    if oversubscription < 1:
-        raise InputError(f"--oversubscription must be >= 1, got {oversubscription}", hint="1 = full bisection, 2 = 2:1")
-    if channels < 1:
-        raise InputError(f"--channels must be >= 1, got {channels}")
-    if fail_links < 0:
-        raise InputError(f"--fail-links must be >= 0, got {fail_links}")
-    cat = catalog_from(catalog)
-    sysm = cat.system(system)
-    so = cat.fabric(fabric or sysm.default_scaleout)
-    n_gpus = domains * sysm.devices_per_domain
-    faults = Faults(random_links=fail_links, switches=tuple(fail_switch or ()), seed=seed,
-                    slow_nics=_pairs(slow_nic, "--slow-nic"), degraded=_pairs(degrade_link, "--degrade-link"),
-                    stragglers=_pairs(straggler, "--straggler"))
-    kw = dict(topology=topology, tiers=tiers, oversubscription=oversubscription)
-    fab = make_fabric(sysm, so, n_gpus, faults=faults, catalog=cat, **kw)
-    size_b = float(parse_size(size))
-    header = {
-        "what": what_k, "system": sysm.id, "fabric": so.id, "domains": domains, "gpus": n_gpus,
-        "topology": fab.topo.shape.kind, "tiers": fab.topo.shape.tiers, "oversubscription": fab.topo.shape.oversubscription,
-        "switches": fab.topo.switch_counts, "routing": routing_k, "seed": seed,
-        "link_gbps": fab.topo.link_bw * 8 / 1e9, "nic_gbps": fab.topo.nic_bw * 8 / 1e9,
-        "faults": list(fab.topo.failed_note),
-    }
-
-    if what_k == "jobs" or jobs is not None:
-        if jobs is None:
-            raise InputError("`fabric jobs` needs --jobs FILE", hint="a YAML with jobs: [{name, gpus, placement, traffic, size}]")
-        specs = read_jobs(jobs)
-        res = simulate_jobs(fab, specs, routing=routing_k, seed=seed, pxn=pxn)
-        rows = [{"name": r.name, "gpus": r.gpus, "placement": r.placement, "traffic": r.traffic,
-                 "domains": list(r.domains), "alone_s": r.alone_s, "shared_s": r.shared_s, "slowdown": r.slowdown}
-                for r in res]
+    out = api.simulate_fabric(
+        what, system=system, domains=domains, fabric=fabric, topology=topology, oversubscription=oversubscription,
+        tiers=tiers, routing=routing, pxn=pxn, fail_links=fail_links, fail_switch=tuple(fail_switch or ()),
+        slow_nics=_pairs(slow_nic, "--slow-nic"), degraded_links=_pairs(degrade_link, "--degrade-link"),
+        stragglers=_pairs(straggler, "--straggler"), seed=seed, size_bytes=float(parse_size(size)), jobs=jobs,
+        matrix=matrix, tp=tp, pp=pp, dp=dp, act_bytes=float(parse_size(act_size)), microbatches=microbatches,
+        max_phases=max_phases, window=window, channels=channels, top=top,
+        progress=lambda label: progress_bar(label, unit="phases", enabled=not json_), catalog=catalog_from(catalog))
+    what_k, routing_k, n_gpus = out["what"], out["routing"], out["gpus"]
+    if "jobs" in out:
         if json_:
-            emit_json({**header, "jobs": rows})
+            emit_json(out)
             return
-        t = Table(title=f"{len(rows)} jobs on {n_gpus} GPUs ({fab.topo.shape.kind}, {routing_k})")
+        rows = out["jobs"]
+        t = Table(title=f"{len(rows)} jobs on {n_gpus} GPUs ({out['topology']}, {routing_k})")
         for c in ("job", "gpus", "placement", "traffic", "alone", "shared", "slowdown"):
             t.add_column(c)
         for r in rows:
@@ -198,40 +121,12 @@ def fabric_cmd(
                       format_seconds(r["shared_s"]), f"{r['slowdown']:.3f}x")
         console.print(t)
         return
-
-    from .render import progress_bar
-
-    def run_once(f, stragglers=None):
-        with progress_bar(f"fabric {what_k} ({routing_k})", unit="phases", enabled=not json_) as bar:
-            return _run_once(f, stragglers, bar)
-
-    def _run_once(f, stragglers, bar):
-        if what_k == "matrix":
-            if matrix is None:
-                raise InputError("`fabric matrix` needs --matrix FILE", hint="CSV with header src,dst,bytes[,start_s]")
-            return simulate_phases(f, [read_matrix(matrix, n_gpus)], routing=routing_k, seed=seed, pxn=pxn,
-                                   channels=channels, progress=bar)
-        if what_k == "step":
-            d = dp or n_gpus // (tp * pp)
-            if d < 1 or tp * pp * d > n_gpus:
-                raise InputError(f"tp*pp*dp = {tp * pp * (dp or 0)} does not fit {n_gpus} GPUs")
-            phases = step_phases(tp=tp, pp=pp, dp=d, ranks_per_domain=sysm.devices_per_domain, grad_bytes=size_b,
-                                 act_bytes=float(parse_size(act_size)), microbatches=microbatches)
-            return simulate_phases(f, phases, routing=routing_k, seed=seed, pxn=pxn, channels=channels, progress=bar)
-        return simulate_collective(f, what_k, size_b, routing=routing_k, seed=seed, pxn=pxn, max_phases=max_phases,
-                                   window=window, channels=channels, stragglers=stragglers, progress=bar)
-
-    run = run_once(fab, dict(faults.stragglers) or None)
-    out = {**header, **_run_summary(run, size_b if what_k in _BUS else None, what_k, n_gpus, top)}
-    if not faults.empty:
-        healthy = run_once(make_fabric(sysm, so, n_gpus, **kw))
-        out["healthy_time_s"] = healthy.time_s
-        out["slowdown"] = run.time_s / healthy.time_s if healthy.time_s > 0 else 1.0
     if json_:
         emit_json(out)
         return
-    title = (f"{what_k} {format_bytes(size_b) if what_k in _BUS else ''} over {domains} x {sysm.id} ({n_gpus} GPUs) on "
-             f"{so.id}, {fab.topo.shape.tiers}-tier {fab.topo.shape.kind}, {routing_k}")
+    size_text = format_bytes(float(parse_size(size))) if what_k in _BUS else ""
+    title = (f"{what_k} {size_text} over {domains} x {out['system']} ({n_gpus} GPUs) on "
+             f"{out['fabric']}, {out['tiers']}-tier {out['topology']}, {routing_k}")
     _print_run(out, title)
-    if header["faults"]:
-        console.print("faults: " + "; ".join(header["faults"][:10]) + (" ..." if len(header["faults"]) > 10 else ""))
+    if out["faults"]:
+        console.print("faults: " + "; ".join(out["faults"][:10]) + (" ..." if len(out["faults"]) > 10 else ""))

@@ -12,9 +12,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .. import api
 from ..errors import InputError, UnknownNameError
 from ..userfiles import write_atomic
-from ..workload.rules import check_memory_margin, memory_fit_text
 from ._common import (
     CatalogOpt,
     ExpertFfnOpt,
@@ -26,6 +26,7 @@ from ._common import (
     KvHeadsOpt,
     LayersOpt,
     MemoryMarginOpt,
+    OversubOpt,
     StackOpt,
     SwigluOpt,
     TopkOpt,
@@ -55,7 +56,7 @@ def plan_cmd(
     seq_len: _opt_int("--seq-len", "Sequence length (default: the model's).") = None,
     fabric: Annotated[str | None, typer.Option("--fabric", help="Scale-out fabric id (default: the system's).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="GEMM precision.")] = "bf16",
-    oversubscription: Annotated[float, typer.Option("--oversubscription", help="Scale-out leaf down:up ratio (>= 1).")] = 1.0,
+    oversubscription: OversubOpt = 1.0,
     top: Annotated[int, typer.Option("--top", help="How many plans to show.")] = 5,
     engine: Annotated[str, typer.Option("--engine", help="analytical | event (re-ranks the top plans).")] = "analytical",
     tp: _opt_int("--tp", "Fix tensor parallelism.") = None,
@@ -96,9 +97,6 @@ def plan_cmd(
     Models: a zoo id (--model llama3-70b), a model YAML file, or the shape flags estimate takes
     (--layers --hidden --heads ... alone, or on top of --model to change a zoo model).
     """
-    from .. import api
-    from ..planner.planning import plan
-
     shaped = model_with_shape(model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
                               vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn)
     if from_row is not None and shaped is not model:
@@ -106,61 +104,25 @@ def plan_cmd(
                          hint="drop --layers/--hidden/... or plan without --from-row")
     model_arg = api.resolve_model(shaped) if isinstance(shaped, dict) or (
         isinstance(shaped, str) and shaped.endswith((".yaml", ".yml"))) else shaped
-    # the checks and the request live in the facade, so the web app gets the same errors
-    req, defaults = api.plan_request(model=model_arg, system=system, gpus=gpus, domains=domains, global_batch=global_batch,
-                                     seq_len=seq_len, fabric=fabric, dtype=dtype, oversubscription=oversubscription,
-                                     top=top, engine=engine, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero,
-                                     micro_batch=micro_batch, recompute=recompute, cross_domain=cross_domain,
-                                     all_variants=all_variants, workers=workers, stack=stack,
-                                     max_idle_gpus=max_idle_gpus, memory_margin=memory_margin, etp=etp,
-                                     pipeline_schedule=pipeline_schedule)
-    cat = catalog_from(catalog)
-    row_info = None
-    if from_row is not None:
-        clash = [f for f, v in (("--model", model), ("--system", system), ("--gpus", gpus), ("--domains", domains),
-                                ("--global-batch", global_batch), ("--seq-len", seq_len), ("--fabric", fabric),
-                                ("--stack", stack)) if v is not None]
-        if clash:
-            raise InputError(f"--from-row takes the job from the row; do not also pass {', '.join(clash)}",
-                             hint="drop those options, or plan without --from-row")
-        from ..planner.fromrow import published_tokens_per_s, request_from_row, row_layout
-
-        req, row = request_from_row(from_row, cat, top_k=req.top_k, engine=req.engine, options=req.options,
-                                    distinct_layouts=req.distinct_layouts, workers=req.workers,
-                                    oversubscription=req.oversubscription, dtype=None if dtype == "bf16" else dtype,
-                                    max_idle_gpus=0 if max_idle_gpus is None else max_idle_gpus,
-                                    memory_margin_gb=req.memory_margin_gb)
-        defaults, store = {}, False
-        row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row)}
-    report = plan(req, cat)
-    if row_info is not None:
-        row_info.update(_compare_with_row(report.plans, row_info))
-    defaults.update(report.defaults_used)
-    stored = None
-    if store:
-        from ..planner.record import store_plan
-        from ..planner.store import ResultsStore
-
-        rs = ResultsStore(db)
-        db = rs.path
-        try:
-            stored = {"db": str(db), "id": store_plan(req, report, rs, cat)}
-        except InputError as exc:  # the plans are still printed: a read-only folder must not lose them
-            console_err.print(f"warning: plans not stored: {exc.message} (pass --db PATH or --no-store)")
+    # the checks, the request and the store live in the facade, so the web app gets the same errors
+    doc = api.plan(store_db=db, store=store, from_row=from_row, catalog=catalog_from(catalog), model=model_arg,
+                   system=system, gpus=gpus, domains=domains, global_batch=global_batch, seq_len=seq_len,
+                   fabric=fabric, dtype=dtype, oversubscription=oversubscription, top=top, engine=engine, tp=tp,
+                   pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, zero=zero, micro_batch=micro_batch, recompute=recompute,
+                   cross_domain=cross_domain, all_variants=all_variants, workers=workers, stack=stack,
+                   max_idle_gpus=max_idle_gpus, memory_margin=memory_margin, etp=etp,
+                   pipeline_schedule=pipeline_schedule)
+    if doc.get("store_warning"):
+        console_err.print(f"warning: plans not stored: {doc.pop('store_warning')} (pass --db PATH or --no-store)")
     if json_:
-        doc = report.to_json()
-        doc["defaults_used"] = defaults
-        if stored:
-            doc["stored"] = stored
-        if row_info is not None:
-            doc["from_row"] = row_info
         emit_json(doc)
         return
+    defaults, stored, row_info = doc["defaults_used"], doc.get("stored"), doc.get("from_row")
     if defaults:
         console.print("defaults used: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()))
-    _render_plans(report)
-    if report.request.get("idle_note"):
-        console.print(report.request["idle_note"])
+    _render_plans(doc)
+    if doc["request"].get("idle_note"):
+        console.print(doc["request"]["idle_note"])
     if row_info is not None:
         lay = row_info["layout"]
         pub = row_info["published_tokens_per_s"]
@@ -170,17 +132,8 @@ def plan_cmd(
                          if pub else "")
                       + (f"; the row's layout is #{rank} here" if rank else "; the row's layout is not in this list"))
     if stored:
-        console.print(f"stored in {db} as {stored['id']} (`clustertwin results show {stored['id']} --db {db}`)")
-
-
-def _compare_with_row(plans: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, Any]:
-    keys = ("tp", "pp", "dp", "cp", "ep")
-    lay = info["layout"]
-    rank = next((p["rank"] for p in plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
-    pub = info["published_tokens_per_s"]
-    best = plans[0]["tokens_per_s"] if plans else None
-    return {"published_layout_rank": rank,
-            "best_over_published": (best / pub) if (best and pub) else None}
+        db_s = stored["db"]
+        console.print(f"stored in {db_s} as {stored['id']} (`clustertwin results show {stored['id']} --db {db_s}`)")
 
 
 def _layout(p: dict[str, Any]) -> str:
@@ -197,27 +150,27 @@ def _knobs(p: dict[str, Any]) -> str:
     return f"mb{p['micro_batch']} Z{p['zero']}{rc}{sched}"
 
 
-def _render_plans(report: Any) -> None:
-    r = report.request
-    st = report.stats
+def _render_plans(doc: dict[str, Any]) -> None:
+    r = doc["request"]
+    st = doc["stats"]
     t = Table(title=f"{r['model']} on {r['gpus']:,} x {r['system']} ({r['fabric']}), global batch {r['global_batch']} "
-                    f"x {r['seq_len']} tokens, {r.get('stack', 'megatron-core')} stack, {report.engine} engine")
+                    f"x {r['seq_len']} tokens, {r.get('stack', 'megatron-core')} stack, {doc['engine']} engine")
     cols = ("#", "layout", "mb ZeRO rc", "tokens/s", "step s", "MFU", "HFU", "mem GB", "left GB", "bottleneck")
     for c in cols:
         t.add_column(c, justify="left" if c in ("layout", "mb ZeRO rc", "bottleneck") else "right",
                      no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s"))
-    for p in report.plans:
+    for p in doc["plans"]:
         t.add_row(str(p["rank"]), _layout(p), _knobs(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
                   f"{100 * p['mfu']:.1f}%", f"{100 * p['hfu']:.1f}%", f"{p['memory_gb_per_gpu']:.1f}",
                   f"{p['memory_left_gb']:.1f}", str(p["bottleneck"]) + (" (event: failed)" if p.get("event_error") else ""))
     console.print(t)
-    if report.runner_up:
-        console.print("why the runner-up lost: " + report.runner_up["text"])
-    best = report.plans[0]
+    if doc["runner_up"]:
+        console.print("why the runner-up lost: " + doc["runner_up"]["text"])
+    best = doc["plans"][0]
     if best.get("breakdown"):
         parts = sorted(best["breakdown"].items(), key=lambda kv: -kv[1])
         console.print("best plan's step time: " + ", ".join(f"{k} {v:.3f} s" for k, v in parts if v > 0))
-    console.print(f"memory: best plan {memory_fit_text(best['memory_gb_per_gpu'], st['memory_capacity_gb'], st['memory_margin_gb'])}"
+    console.print(f"memory: best plan {api.memory_fit_text(best['memory_gb_per_gpu'], st['memory_capacity_gb'], st['memory_margin_gb'])}"
                   "; 'left GB' is what each plan leaves after the margin (--memory-margin)")
     console.print(f"searched {st['candidates']:,} layouts ({st['fit_memory']:,} fit in {st['memory_capacity_gb']:.1f} GB "
                   f"less a {st['memory_margin_gb']:g} GB margin, {st['feasible']:,} feasible) in {st['search_s']:.2f} s")
@@ -234,23 +187,23 @@ from ..api import design_cost_power, device_price_usd  # noqa: E402,F401
 @app.command("stacks")
 def stacks_cmd(json_: JsonOpt = False) -> None:
     """Software stack presets: what each framework generation can do (used by plan, estimate, sweep, validate)."""
-    from ..workload.stacks import DEFAULT_STACK, STACKS
-
+    doc = api.stacks()
     if json_:
-        emit_json({"default": DEFAULT_STACK, "stacks": [s.to_json() for s in STACKS.values()]})
+        emit_json(doc)
         return
+    default = doc["default"]
     t = Table(title="software stacks (--stack)")
     for c in ("id", "flash attn", "overlap", "grad reduce", "ZeRO", "recompute", "SP", "CP", "PP schedules"):
         t.add_column(c, no_wrap=c == "id")
     yes = {True: "yes", False: "no"}
-    for s in STACKS.values():
-        t.add_row(s.id + (" (default)" if s.id == DEFAULT_STACK else ""), yes[s.flash_attention], yes[s.overlap],
-                  {2: "BF16", 4: "FP32"}.get(s.grad_reduce_bytes, f"{s.grad_reduce_bytes} B"),
-                  ",".join(map(str, s.zero_stages)), ",".join(s.recompute), yes[s.sequence_parallel],
-                  s.cp_comm if s.context_parallel else "no", ",".join(s.pipeline_schedules))
+    for s in doc["stacks"]:
+        t.add_row(s["id"] + (" (default)" if s["id"] == default else ""), yes[s["flash_attention"]], yes[s["overlap"]],
+                  {2: "BF16", 4: "FP32"}.get(s["grad_reduce_bytes"], f"{s['grad_reduce_bytes']} B"),
+                  ",".join(map(str, s["zero_stages"])), ",".join(s["recompute"]), yes[s["sequence_parallel"]],
+                  s["cp_comm"] if s["context_parallel"] else "no", ",".join(s["pipeline_schedules"]))
     console.print(t)
-    for s in STACKS.values():
-        console.print(styled(s.id, "bold", f": {s.description}. Source: {s.source}"))
+    for s in doc["stacks"]:
+        console.print(styled(s["id"], "bold", f": {s['description']}. Source: {s['source']}"))
 
 
 @app.command("sweep")
@@ -268,33 +221,20 @@ def sweep_cmd(
 
     --memory-margin overrides the file's `memory_margin_gb` (part of the sweep's identity: another
     margin is another sweep)."""
-    from ..planner.executors import make_executor
-    from ..planner.store import ResultsStore
-    from ..planner.sweep import best_per_design, build_sweep, load_sweep_file, run_sweep
-
-    cat = catalog_from(catalog)
-    data = load_sweep_file(sweep_file)
-    if memory_margin is not None:
-        data = {**data, "memory_margin_gb": check_memory_margin(memory_margin)}
-    sw = build_sweep(data, cat, label=str(sweep_file), catalog_paths=[str(p) for p in catalog or ()])
-    ex = make_executor(executor, address=address, workers=workers)
-    store = ResultsStore(db)
-    db = store.path
-    with progress_bar(f"sweep {sw.name} [{ex.name}]", unit="chunks", enabled=not json_) as bar:
-        out = run_sweep(sw, store, ex, progress=bar, cost_fn=design_cost_power)
-    rows = best_per_design(out.rows)
-    doc = {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(db), "catalog_version": sw.catalog_version,
-           "computed_chunks": out.computed_chunks, "skipped_chunks": out.skipped_chunks, "rows": rows,
-           "pareto": [r["job_index"] for r in rows if r["pareto"]], "memory_margin_gb": sw.spec["memory_margin_gb"]}
+    sw = api.build_sweep(sweep_file, catalog=catalog_from(catalog), label=str(sweep_file),
+                         catalog_paths=[str(p) for p in catalog or ()], memory_margin=memory_margin)
+    with progress_bar(f"sweep {sw.name} [{executor}]", unit="chunks", enabled=not json_) as bar:
+        doc = api.sweep(sw, db=db, executor=executor, address=address, workers=workers, progress=bar)
     if json_:
         emit_json(doc)
         return
-    if out.skipped_chunks:
-        console.print(f"resumed: {out.skipped_chunks} of {len(sw.chunks)} chunks were already in {db}")
+    rows, db_s = doc["rows"], doc["db"]
+    if doc["skipped_chunks"]:
+        console.print(f"resumed: {doc['skipped_chunks']} of {doc['num_chunks']} chunks were already in {db_s}")
     _render_rows(rows, title=f"sweep {sw.name} ({sw.sweep_id}) - best plan per design, * = Pareto front")
-    console.print(f"memory: each best plan fits with at least a {sw.spec['memory_margin_gb']:g} GB margin left "
+    console.print(f"memory: each best plan fits with at least a {doc['memory_margin_gb']:g} GB margin left "
                   "(memory_margin_gb / --memory-margin)")
-    console.print(f"stored in {db} as sweep {sw.sweep_id}; `clustertwin results show {sw.sweep_id} --db {db}`")
+    console.print(f"stored in {db_s} as sweep {sw.sweep_id}; `clustertwin results show {sw.sweep_id} --db {db_s}`")
 
 
 def _fmt(v: Any, spec: str = "") -> str:
@@ -328,21 +268,14 @@ app.add_typer(results_app, name="results")
 DbOpt = Annotated[Path | None, typer.Option("--db", help="SQLite results database (default: the per-user one).")]
 
 
-def _store(db: Path | None):
-    from ..planner.store import ResultsStore
-
-    return ResultsStore(db)  # read commands open it read-only and say so if it does not exist
-
-
 @results_app.command("list")
 def results_list(db: DbOpt = None, json_: JsonOpt = False) -> None:
     """List the sweeps in a results database."""
-    store = _store(db)
-    sweeps = store.sweeps()
+    sweeps = api.results(db)["sweeps"]  # opened read-only; says so if it does not exist
     if json_:
         emit_json({"sweeps": sweeps})
         return
-    t = Table(title=f"sweeps and plans in {store.path}")
+    t = Table(title=f"sweeps and plans in {api.results_db_path(db)}")
     for c in ("id", "name", "jobs", "chunks done", "rows", "created", "finished", "catalog", "tool"):
         t.add_column(c, no_wrap=c in ("id", "name"))
     for s in sweeps:
@@ -359,9 +292,8 @@ def results_show(
 ) -> None:
     """Show a sweep's best plan per design and its Pareto front."""
 
-    store = _store(db)
-    meta = store.sweep(sweep_id)
-    rows = _stored_rows(store, meta)
+    got = api.results(db, sweep_id)
+    meta, rows = got["sweep"], got["rows"]
     if json_:
         emit_json({"sweep": meta, "rows": rows, "pareto": [r["job_index"] for r in rows if r.get("pareto")]})
         return
@@ -384,14 +316,6 @@ def _is_plan(meta: dict[str, Any]) -> bool:
     return (meta.get("spec") or {}).get("kind") in ("plan", "schedule")
 
 
-def _stored_rows(store: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """A plan record's ranked plans as stored; a sweep's best plan per design with its Pareto flags."""
-    from ..planner.sweep import best_per_design
-
-    rows = store.results(meta["id"])
-    return rows if _is_plan(meta) else best_per_design(rows)
-
-
 @results_app.command("export")
 def results_export(
     sweep_id: Annotated[str, typer.Argument(help="Sweep id (or a unique prefix, or the sweep's name).")],
@@ -412,9 +336,8 @@ def results_export(
                              hint="install it with `pip install pyarrow`, or use --format csv or json") from None
         if output is None:
             raise InputError("--format parquet writes a binary file", hint="pass --output FILE.parquet")
-    store = _store(db)
-    meta = store.sweep(sweep_id)
-    rows = _stored_rows(store, meta)
+    got = api.results(db, sweep_id)  # a plan's ranked plans as stored; a sweep's best plan per design
+    meta, rows = got["sweep"], got["rows"]
     flat = [{**{k: v for k, v in r.items() if k != "breakdown"}, "breakdown": json.dumps(r.get("breakdown") or {})}
             for r in rows]
     if format == "parquet":

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from .. import api
 from ..errors import InputError
 from ._common import CatalogOpt, JsonOpt, MemoryMarginOpt, app, catalog_from, console, emit_json, styled
 
@@ -15,12 +16,6 @@ DefaultsOpt = Annotated[
     list[Path] | None,
     typer.Option("--defaults", help="Overlay YAML for failure rates, checkpoint, power and cost defaults (repeatable)."),
 ]
-
-
-def _params(defaults: list[Path] | None):
-    from ..reliability.params import load_params
-
-    return load_params(defaults or ())
 
 
 def _parse_rates(items: list[str] | None) -> dict[str, float]:
@@ -50,27 +45,6 @@ def _interval(text: str) -> float | None:
     if not minutes > 0:
         raise InputError(f"--checkpoint-interval must be positive, got {minutes} min", hint="use auto or minutes above zero")
     return minutes * 60.0
-
-
-def _positive(name: str, v: float | int | None) -> None:
-    if v is not None and not v > 0:
-        raise InputError(f"{name} must be positive, got {v}", hint=f"pass a value above zero to {name}")
-
-
-def _model(name: str | None):
-    if not name:
-        return None
-    from ..workload.model import get_model
-
-    return get_model(name)
-
-
-def performance(cat, system_id: str, gpus: int, fabric: str | None, model_id: str,
-                global_batch: int | None = None) -> dict[str, Any]:
-    """The planner's best layout for a design (see ``api.performance``)."""
-    from .. import api
-
-    return api.performance(cat, system_id, gpus, fabric, model_id, global_batch)
 
 
 def _assumption_list(items) -> None:
@@ -107,59 +81,11 @@ def goodput_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Expected interruptions, optimal checkpoint interval, ETTR and tokens/day of one training job."""
-    from ..reliability.design import domains_for, make_design
-    from ..reliability.failures import build_failure_model
-    from ..reliability.goodput import checkpoint_setup, goodput
-    from ..reliability.throughput import mfu_throughput
-
-    for name, v in (("--days", days), ("--write-tbps", write_tbps), ("--read-tbps", read_tbps), ("--restart", restart),
-                    ("--tokens-per-s", tokens_per_s), ("--params", params_b), ("--gpus", gpus), ("--domains", domains)):
-        _positive(name, v)
-    if monte_carlo < 0:
-        raise InputError(f"--monte-carlo must not be negative, got {monte_carlo}")
-    from ..limits import check_limit
-
-    check_limit("monte_carlo", monte_carlo)
-    check_limit("days", days)
-    tau = _interval(checkpoint_interval)
-    overrides = _parse_rates(rate)
-    cat = catalog_from(catalog)
-    prm = _params(defaults)
-    sysm = cat.system(system)
-    if gpus is not None and domains is not None and gpus != domains * sysm.devices_per_domain:
-        raise InputError(f"--gpus {gpus} and --domains {domains} disagree ({domains} x {sysm.devices_per_domain} = "
-                         f"{domains * sysm.devices_per_domain})", hint="pass only one of them")
-    n_dom = domains if domains is not None else (domains_for(sysm, gpus) if gpus is not None else 1)
-    fab = cat.fabric(fabric) if fabric else cat.fabric(sysm.default_scaleout)
-    design = make_design(f"{system}x{n_dom}", sysm, n_dom, fab, prm, origin="command line")
-    fm = build_failure_model(prm, overrides)
-    m = _model(model)
-    if m is None and params_b is None:
-        raise InputError("goodput needs the checkpoint size: pass --model (e.g. llama3-405b) or --params BILLIONS")
-    n_params = params_b * 1e9 if params_b is not None else float(m.num_params())
-    ck = checkpoint_setup(prm, n_params, write_bw=write_tbps * 1e12 if write_tbps else None,
-                          read_bw=read_tbps * 1e12 if read_tbps else None, blocking_fraction=blocking, restart_s=restart)
-    basis = None
-    perf_note = None
-    if tokens_per_s is None and m is not None:
-        if mfu is None and not no_plan:
-            perf = performance(cat, system, design.num_accelerators, fab.id, m.id)
-            if perf.get("tokens_per_s"):
-                tokens_per_s, basis = float(perf["tokens_per_s"]), perf["basis"]
-            else:
-                perf_note = perf.get("error")
-        if tokens_per_s is None:
-            mfu_v = mfu if mfu is not None else 0.4
-            tokens_per_s = mfu_throughput(m, sysm.accelerator.peak("bf16"), design.num_accelerators, mfu_v)
-            basis = f"assumed MFU {mfu_v:g} x BF16 peak / (6N + 12 L h s) FLOP per token" + ("" if mfu is not None else " (default assumption)")
-    elif tokens_per_s is not None:
-        basis = "given (--tokens-per-s)"
-    res = goodput(fm, design.counts, ck, days=days, interval_s=tau, spares=spares, tokens_per_s=tokens_per_s,
-                  throughput_basis=basis, monte_carlo_runs=monte_carlo, seed=seed)
-    out = {"system": system, "fabric": fab.id, "model": m.id if m else None, "num_params": n_params,
-           "counts_source": design.counts.source, **res.to_dict()}
-    if perf_note:
-        out["throughput_note"] = perf_note
+    out = api.goodput(system=system, gpus=gpus, domains=domains, fabric=fabric, model=model, params_b=params_b,
+                      days=days, interval_s=_interval(checkpoint_interval), monte_carlo=monte_carlo, seed=seed,
+                      spares=spares, rates=_parse_rates(rate), write_tbps=write_tbps, read_tbps=read_tbps,
+                      restart_s=restart, blocking=blocking, tokens_per_s=tokens_per_s, mfu=mfu, no_plan=no_plan,
+                      defaults=tuple(defaults or ()), catalog=catalog_from(catalog))
     if json_:
         emit_json(out)
         return
@@ -222,31 +148,13 @@ def power_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Power by component, facility power, energy and capital cost of one design."""
-    from ..reliability.cost import check_cost_inputs, cost
-    from ..reliability.design import parse_design
-    from ..reliability.power import check_power_inputs, power
-
-    check_power_inputs(utilization, pue)
-    check_cost_inputs(price_kwh)
-    cat = catalog_from(catalog)
-    prm = _params(defaults)
-    d = parse_design(design, cat, prm)
-    pw = power(d.system, d.fabric, d.counts, prm, utilization=utilization, pue=pue)
-    cst = cost(d.system, d.fabric, d.counts, pw, prm, price_kwh=price_kwh)
-    peak = d.system.accelerator.peak("bf16") * d.num_accelerators
-    out = {"design": d.name, "system": d.system.id, "domains": d.domains, "fabric": d.fabric.id if d.fabric else None,
-           "num_accelerators": d.num_accelerators, **pw.to_dict(),
-           "power_kw": pw.it_w / 1e3, "energy_usd_per_year": cst.energy_usd_per_hour * 8760.0,
-           "peak_pflops_bf16": peak / 1e15, "peak_gflops_per_watt_it": peak / pw.it_w / 1e9,
-           "cost": cst.to_dict(), "counts_source": d.counts.source,
-           "counts": {"accelerators": d.counts.accelerators, "hosts": d.counts.hosts, "cpus": d.counts.cpus,
-                      "scaleup_switches": d.counts.scaleup_switches, "scaleout_switches": d.counts.scaleout_switches,
-                      "nics": d.counts.nics, "transceivers": d.counts.transceivers, "cables": d.counts.cables}}
-    out["assumptions"] = list(dict.fromkeys(list(pw.assumptions) + list(cst.assumptions)))
+    out = api.power(design, utilization=utilization, pue=pue, price_kwh=price_kwh, defaults=tuple(defaults or ()),
+                    catalog=catalog_from(catalog))
     if json_:
         emit_json(out)
         return
-    t = Table(title=f"Power of {d.name} ({d.num_accelerators:g} accelerators) at utilisation {pw.utilization:g}, PUE {pw.pue:g}")
+    t = Table(title=f"Power of {out['design']} ({out['num_accelerators']:g} accelerators) at utilisation "
+                    f"{out['utilization']:g}, PUE {out['pue']:g}")
     t.add_column("component")
     t.add_column("kW", justify="right")
     t.add_column("count", justify="right")
@@ -286,8 +194,6 @@ def compare_cmd(
     catalog: CatalogOpt = None,
 ) -> None:
     """Side-by-side comparison of cluster designs: compute, memory, bandwidth, power, cost, goodput."""
-    from .. import api
-
     # the checks and the comparison live in the facade, so the web app gets the same errors
     out = api.compare(designs, model=model, gpus=gpus, mfu=mfu, global_batch=global_batch, utilization=utilization, pue=pue, price_kwh=price_kwh,
                       spares=spares, no_plan=no_plan, defaults=tuple(defaults or ()), catalog=catalog_from(catalog),

@@ -3,15 +3,15 @@ policy comparison, topology export for Kueue / Volcano / Slurm)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from .. import api
 from ..errors import InputError
-from ._common import JsonOpt, app, console, emit_json
+from ._common import JsonOpt, OversubOpt, app, console, emit_json
 
 schedule_app = typer.Typer(help="Scheduler twin: gang / topology-aware placement, fragmentation, trace replay.",
                            no_args_is_help=True)
@@ -54,30 +54,15 @@ def openb_cmd(
 
     Example: clustertwin schedule openb --pods default --policy fgd --seed 42 --json
     """
-    from ..errors import UnknownNameError
-    from ..scheduler.openb import POLICIES, POLICY_LABELS, load_nodes, load_pods, mean_curve, run_openb
-
-    if policy not in POLICIES:
-        raise UnknownNameError("openb policy", policy, POLICIES)
     seed_list = _seeds(seeds, seed)
-    nd = load_nodes(nodes)
-    pd_ = load_pods(pods)
-    t0 = time.perf_counter()
-    runs = [run_openb(nd, pd_, policy, s) for s in seed_list]
-    wall = time.perf_counter() - t0
-    if len(runs) == 1:
-        out = runs[0].to_json()
-    else:
-        out = {"policy": policy, "seeds": seed_list, "total_gpus": nd.total_gpus, "curve": mean_curve(runs),
-               "workload": pd_.source, "nodes": nd.source, "num_failed_mean": sum(r.num_failed for r in runs) / len(runs)}
-    out["wall_s"] = round(wall, 3)
+    out = api.schedule_openb(nodes=nodes, pods=pods, policy=policy, seeds=tuple(seed_list))
     if json_:
         emit_json(out)
         return
     cv = {p["arrived_pct"]: p["allocated_pct"] for p in out["curve"]}
     seeds_txt = f"seed {seed_list[0]}" if len(seed_list) == 1 else f"mean of {len(seed_list)} seeds"
-    console.print(f"{POLICY_LABELS[policy]} on {pd_.source} / {nd.source}: {nd.total_gpus:,} GPUs, "
-                  f"{len(pd_):,} tasks in the list, {seeds_txt}, {wall:.2f} s")
+    console.print(f"{out['policy_label']} on {out['workload']} / {out['nodes']}: {out['total_gpus']:,} GPUs, "
+                  f"{out['tasks_in_list']:,} tasks in the list, {seeds_txt}, {out['wall_s']:.2f} s")
     t = Table(title="GPU capacity arrived vs allocated (% of milli-GPU)")
     t.add_column("arrived %", justify="right")
     t.add_column("allocated %", justify="right")
@@ -85,8 +70,8 @@ def openb_cmd(
         if k in cv:
             t.add_row(str(k), f"{cv[k]:.2f}")
     console.print(t)
-    if len(runs) == 1:
-        console.print(f"{runs[0].num_pods:,} tasks arrived (tuned to 130 % of capacity), {runs[0].num_failed:,} could not be placed")
+    if len(seed_list) == 1:
+        console.print(f"{out['num_pods']:,} tasks arrived (tuned to 130 % of capacity), {out['num_failed']:,} could not be placed")
 
 
 # ------------------------------------------------------------------------------------ LLM clusters
@@ -94,7 +79,6 @@ ClusterOpt = Annotated[str, typer.Option("--cluster", "--system", help="catalog 
 DomainsOpt = Annotated[int, typer.Option("--domains", help="number of scale-up (NVLink) domains")]
 FabricOpt = Annotated[str | None, typer.Option("--fabric", help="scale-out fabric id (default: the system's)")]
 TopoOpt = Annotated[str, typer.Option("--topology", help="scale-out topology: rail | fat-tree | dual-plane")]
-OversubOpt = Annotated[float, typer.Option("--oversubscription", help="leaf down:up ratio (1 = full bisection)")]
 UnhealthyOpt = Annotated[int, typer.Option("--unhealthy-per-domain", help="nodes (trays) per NVLink domain that are not schedulable (GB200 field report: 2 of 18)")]
 # Options shared by `replay` and `compare` (one declaration, one meaning).
 QueueingOpt = Annotated[str, typer.Option("--queueing", help="strict (a blocked head blocks the queue) | besteffort")]
@@ -106,59 +90,11 @@ DbOpt = Annotated[Path | None, typer.Option("--db", help="results database (defa
 StoreOpt = Annotated[bool, typer.Option("--store/--no-store", help="store the run(s) in --db (default on)")]
 
 
-def _inventory(cluster: str, domains: int, fabric: str | None, topology: str, oversubscription: float,
-               unhealthy: int, seed: int):
-    from ..scheduler.inventory import build_inventory
-
-    return build_inventory(cluster, domains, fabric, topology=topology, oversubscription=oversubscription,
-                           unhealthy_per_domain=unhealthy, seed=seed)
-
-
-def _jobs(ref: str, inv, seed: int, load: float):
-    """A job file, or ``llm:N`` for N generated LLM-cluster jobs."""
-    from ..scheduler.jobs import generate_llm_trace, read_jobs
-
-    if ref.startswith("llm:"):
-        try:
-            n = int(ref[4:])
-        except ValueError:
-            raise InputError(f"JOBS {ref!r}: write llm:N with N a whole number of jobs, e.g. llm:10000") from None
-        if not 1 <= n <= 1_000_000:
-            raise InputError(f"JOBS {ref!r}: N must be 1 .. 1,000,000")
-        from ..scheduler.replay import StepModel
-
-        sm = StepModel(inv)
-        return generate_llm_trace(n, cluster_gpus=inv.schedulable_gpus, gpus_per_node=inv.gpus_per_node,
-                                  gpus_per_domain=inv.max_domain_gpus, seed=seed, load=load, step_time=sm.ideal)
-    return read_jobs(ref)
-
-
 _METRIC_COLS = (("jct_mean_h", "JCT h", "{:.2f}"), ("jct_p95_h", "p95", "{:.1f}"),
                 ("queue_mean_h", "wait h", "{:.2f}"), ("queue_p95_h", "p95", "{:.1f}"),
                 ("utilisation", "util", "{:.0%}"), ("goodput", "goodput", "{:.0%}"),
                 ("stranded_domain_gpus", "strand", "{:.0f}"), ("fgd_frag_ratio", "frag", "{:.0%}"),
                 ("mean_step_penalty", "penalty", "{:+.1%}"), ("lost_gpu_h", "lost GPUh", "{:,.0f}"))
-
-
-def _store(results, inv, jobs_src: str, db: Path | None) -> dict | None:
-    from ..scheduler.record import store_schedule
-
-    try:
-        return store_schedule(results, inv, jobs_src, db)
-    except InputError as exc:
-        from ._common import console_err
-
-        console_err.print(f"warning: results not stored: {exc.message} (pass --db PATH or --no-store)")
-        return None
-
-
-def _replay(jt, inv, policy: str, *, seed: int, faults: float, queueing: str, bar: bool):
-    """One policy's replay, with a progress bar on stderr (none for --json or when stderr is no terminal)."""
-    from ..scheduler.replay import replay
-    from .render import progress_bar
-
-    with progress_bar(f"replay {policy}", unit="jobs", enabled=bar) as progress:
-        return replay(jt, inv, policy, seed=seed, fault_scale=faults, queueing=queueing, progress=progress)
 
 
 @schedule_app.command("replay")
@@ -186,27 +122,37 @@ def replay_cmd(
 
     Example: clustertwin schedule replay llm:10000 --cluster gb200-nvl72 --domains 256 --unhealthy-per-domain 2 --policy tas
     """
-    inv = _inventory(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
-    jt = _jobs(jobs, inv, seed, load)
-    res = _replay(jt, inv, policy, seed=seed, faults=faults, queueing=queueing, bar=not json_)
-    if jobs_csv is not None:
-        _write_jobs_csv(jobs_csv, [res])
-    stored = _store([res], inv, jt.source, db) if store else None
+    doc = _replay(jobs, cluster=cluster, domains=domains, fabric=fabric, topology=topology,
+                  oversubscription=oversubscription, unhealthy_per_domain=unhealthy_per_domain, policies=(policy,),
+                  queueing=queueing, faults=faults, seed=seed, load=load, jobs_csv=jobs_csv, db=db, store=store,
+                  per_job=per_job, json_=json_)
+    res, stored = doc["results"][0], doc.get("stored")
     if json_:
-        out = res.to_json(per_job=per_job)
-        out["jobs_source"] = jt.source
+        out = {**res, "jobs_source": doc["jobs_source"]}
         if stored:
             out["stored"] = stored
         emit_json(out)
         return
-    _print_inventory(inv)
-    console.print(f"{len(jt):,} jobs from {jt.source}; policy {policy} ({queueing} queueing); "
-                  f"replayed in {res.wall_s:.1f} s ({res.step_model_evaluations} step-model evaluations)")
-    _print_metrics([res])
-    for n in res.notes:
+    _print_inventory(doc["inventory"])
+    console.print(f"{doc['jobs']:,} jobs from {doc['jobs_source']}; policy {policy} ({queueing} queueing); "
+                  f"replayed in {res['wall_s']:.1f} s ({res['step_model_evaluations']} step-model evaluations)")
+    _print_metrics(doc["results"])
+    for n in res["notes"]:
         console.print(f"note: {n}")
     if stored:
         console.print(f"stored in {stored['db']} as {stored['id']}")
+
+
+def _replay(jobs: str, *, json_: bool, **kw):
+    """The replay through the facade, with a progress bar per policy on stderr (none for --json or when stderr
+    is no terminal) and the store warning printed."""
+    from ._common import console_err
+    from .render import progress_bar
+
+    doc = api.schedule_replay(jobs, progress=lambda label: progress_bar(label, unit="jobs", enabled=not json_), **kw)
+    if doc.get("store_warning"):
+        console_err.print(f"warning: results not stored: {doc['store_warning']} (pass --db PATH or --no-store)")
+    return doc
 
 
 @schedule_app.command("compare")
@@ -232,35 +178,27 @@ def compare_cmd(
 
     Example: clustertwin schedule compare llm:2000 --cluster gb200-nvl72 --domains 64 --policies fifo,tas,dra
     """
-    from ..scheduler.policies import gang_policy
-
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    if not names:
-        raise InputError("--policies is empty", hint="e.g. --policies fifo,tas,dra")
-    for p in names:
-        gang_policy(p)
-    inv = _inventory(cluster, domains, fabric, topology, oversubscription, unhealthy_per_domain, seed)
-    jt = _jobs(jobs, inv, seed, load)
-    results = [_replay(jt, inv, p, seed=seed, faults=faults, queueing=queueing, bar=not json_) for p in names]
-    if jobs_csv is not None:
-        _write_jobs_csv(jobs_csv, results)
-    stored = _store(results, inv, jt.source, db) if store else None
+    doc = _replay(jobs, cluster=cluster, domains=domains, fabric=fabric, topology=topology,
+                  oversubscription=oversubscription, unhealthy_per_domain=unhealthy_per_domain,
+                  policies=tuple(policies.split(",")), queueing=queueing, faults=faults, seed=seed, load=load,
+                  jobs_csv=jobs_csv, db=db, store=store, json_=json_)
+    stored = doc.get("stored")
     if json_:
-        out = {"inventory": inv.summary(), "jobs_source": jt.source, "jobs": len(jt), "queueing": queueing,
-               "policies": [{"policy": r.policy, "metrics": r.metrics, "wall_s": r.wall_s} for r in results]}
+        out = {k: doc[k] for k in ("inventory", "jobs_source", "jobs", "queueing")}
+        out["policies"] = [{"policy": r["policy"], "metrics": r["metrics"], "wall_s": r["wall_s"]}
+                           for r in doc["results"]]
         if stored:
             out["stored"] = stored
         emit_json(out)
         return
-    _print_inventory(inv)
-    console.print(f"{len(jt):,} jobs from {jt.source}; {queueing} queueing")
-    _print_metrics(results)
+    _print_inventory(doc["inventory"])
+    console.print(f"{doc['jobs']:,} jobs from {doc['jobs_source']}; {queueing} queueing")
+    _print_metrics(doc["results"])
     if stored:
         console.print(f"stored in {stored['db']} as {stored['id']}")
 
 
-def _print_inventory(inv) -> None:
-    s = inv.summary()
+def _print_inventory(s: dict) -> None:
     console.print(f"{s['system']} x {s['nvlink_domains']} NVLink domains ({s['gpus_per_domain']} GPUs), "
                   f"{s['nodes']:,} nodes, {s['schedulable_gpus']:,} of {s['gpus']:,} GPUs schedulable, "
                   f"{s['leaf_blocks']} leaf blocks, {s['spine_blocks']} spine blocks ({s['fabric']} {s['topology']}, "
@@ -274,22 +212,8 @@ def _print_metrics(results) -> None:
     for _, head, _ in _METRIC_COLS:
         t.add_column(head, justify="right")
     for r in results:
-        t.add_row(r.policy, *[fmt.format(r.metrics[k]) for k, _, fmt in _METRIC_COLS])
+        t.add_row(r["policy"], *[fmt.format(r["metrics"][k]) for k, _, fmt in _METRIC_COLS])
     console.print(t)
-
-
-def _write_jobs_csv(path: Path, results) -> None:
-    import csv
-    import io
-
-    from ..userfiles import write_atomic
-
-    buf = io.StringIO()
-    rows = [dict(policy=r.policy, **j.to_dict()) for r in results for j in r.jobs]
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    write_atomic(path, buf.getvalue())
 
 
 @schedule_app.command("gen-trace")
@@ -309,28 +233,12 @@ def gen_trace_cmd(
 
     Example: clustertwin schedule gen-trace jobs.csv --jobs 10000 --cluster gb200-nvl72 --domains 256
     """
-    import yaml
-
-    from ..scheduler.jobs import write_jobs_csv
-    from ..userfiles import write_atomic
-
-    if not 0 < load <= 10:
-        raise InputError(f"--load must be in (0, 10], got {load}")
-    inv = _inventory(cluster, domains, fabric, "rail", 1.0, unhealthy_per_domain, seed)
-    jt = _jobs(f"llm:{jobs}", inv, seed, load)
-    if out.suffix.lower() == ".csv":
-        write_atomic(out, write_jobs_csv(jt))
-    elif out.suffix.lower() in (".yaml", ".yml"):
-        write_atomic(out, yaml.safe_dump({"jobs": [j.model_dump(exclude_none=True) for j in jt.specs]}, sort_keys=False))
-    else:
-        raise InputError(f"{str(out)!r}: write .csv or .yaml", hint="the suffix picks the format")
-    gpus = [j.gpus for j in jt.specs]
-    summary = {"file": str(out), "jobs": len(jt), "max_gpus": max(gpus), "min_gpus": min(gpus),
-               "training_jobs": sum(1 for j in jt.specs if j.model), "last_submit_h": jt.specs[-1].submit_s / 3600}
+    summary = api.schedule_trace(out, jobs=jobs, cluster=cluster, domains=domains, fabric=fabric,
+                                 unhealthy_per_domain=unhealthy_per_domain, load=load, seed=seed)
     if json_:
         emit_json(summary)
         return
-    console.print(f"wrote {len(jt):,} jobs to {out} ({summary['min_gpus']}..{summary['max_gpus']} GPUs, "
+    console.print(f"wrote {summary['jobs']:,} jobs to {out} ({summary['min_gpus']}..{summary['max_gpus']} GPUs, "
                   f"{summary['training_jobs']} training jobs, arrivals over {summary['last_submit_h']:.1f} h)")
 
 
@@ -354,13 +262,13 @@ def export_cmd(
     """
     import sys
 
-    from ..scheduler.export import export_topology
     from ..userfiles import write_atomic
 
-    inv = _inventory(cluster, domains, fabric, topology, 1.0, unhealthy_per_domain, seed)
-    text = export_topology(inv, format, name=name, node_prefix=node_prefix)
+    doc = api.schedule_export(format, cluster=cluster, domains=domains, fabric=fabric, topology=topology,
+                              unhealthy_per_domain=unhealthy_per_domain, seed=seed, name=name, node_prefix=node_prefix)
+    text = doc["text"]
     if out is not None:
         write_atomic(out, text)
-        console.print(f"wrote {format} topology for {inv.num_nodes:,} nodes to {out}")
+        console.print(f"wrote {format} topology for {doc['nodes']:,} nodes to {out}")
         return
     sys.stdout.write(text)

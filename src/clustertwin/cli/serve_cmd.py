@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .. import api
 from ..units import parse_duration
 from ._common import CatalogOpt, JsonOpt, app, catalog_from, console, emit_json
 
@@ -28,12 +29,6 @@ AccOpt = Annotated[float, typer.Option("--acceptance", help="Per-draft-token acc
 HitOpt = Annotated[float, typer.Option("--prefix-hit", help="Prefix-cache hit rate of prompt tokens (0-1).")]
 BatchOpt = Annotated[int, typer.Option("--max-batch", help="In-flight request limit per attention rank (0: engine default).")]
 TokOpt = Annotated[int, typer.Option("--max-num-tokens", help="Token budget of one forward pass per attention rank (0: engine default).")]
-
-
-def _req(**kw):
-    from ..serving.service import ServeRequest
-
-    return ServeRequest(**kw)
 
 
 @serve_app.command("estimate")
@@ -58,17 +53,14 @@ def estimate_cmd(
     json_: JsonOpt = False, catalog: CatalogOpt = None,
 ) -> None:
     """Throughput, TTFT and TPOT of one serving layout (offline closed form, or a simulated --qps load)."""
-    from ..serving.service import estimate
-
-    req = _req(model=model, system=system, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
+    res = api.serve_estimate(model=model, system=system, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
                weights_dtype=weights_dtype, kv_dtype=kv_dtype, engine=engine, max_batch=max_batch,
                max_num_tokens=max_num_tokens, spec_tokens=spec_tokens, acceptance=acceptance,
                prefix_hit_rate=prefix_hit, input_len=input_len, output_len=output_len, qps=qps,
                offline=offline or qps <= 0, requests=requests, seed=seed,
                ttft_slo_s=parse_duration(ttft_slo) if ttft_slo else 0.0,
                tpot_slo_s=parse_duration(tpot_slo) if tpot_slo else 0.0, disaggregate=disaggregate,
-               prefill_tp=prefill_tp, prefill_ep=prefill_ep)
-    res = estimate(req, catalog=catalog_from(catalog))
+               prefill_tp=prefill_tp, prefill_ep=prefill_ep, catalog=catalog_from(catalog))
     if json_:
         emit_json(res)
         return
@@ -103,9 +95,7 @@ def plan_cmd(
     json_: JsonOpt = False, catalog: CatalogOpt = None,
 ) -> None:
     """Search TP/EP/DP-attention, batch limits and P/D splits under TTFT/TPOT SLOs: Pareto front, goodput, $/Mtok."""
-    from ..serving.service import plan
-
-    res = plan(model=model, system=system, gpus=gpus, input_len=input_len, output_len=output_len,
+    res = api.serve_plan(model=model, system=system, gpus=gpus, input_len=input_len, output_len=output_len,
                ttft_slo_s=parse_duration(ttft_slo), tpot_slo_s=parse_duration(tpot_slo), weights_dtype=weights_dtype,
                kv_dtype=kv_dtype, engine=engine, disaggregated=not colocated_only, simulate_top=simulate_top,
                catalog=catalog_from(catalog))

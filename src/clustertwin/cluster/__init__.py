@@ -7,7 +7,7 @@ routes, topology arrays / graphs, and the bill of materials.
 """
 
 from .bom import BillOfMaterials, BomLine, bill_of_materials
-from .fattree import FatTreeSizing, max_endpoints, size_fat_tree
+from .fattree import FatTreeSizing, check_oversubscription, max_endpoints, size_fat_tree
 from .model import Cluster, Route, build_cluster, torus_dims
 from .topology import CompactTopology, build_compact, graph_bisection
 
@@ -21,6 +21,7 @@ __all__ = [
     "Route",
     "build_cluster",
     "build_compact",
+    "check_oversubscription",
     "graph_bisection",
     "max_endpoints",
     "size_fat_tree",

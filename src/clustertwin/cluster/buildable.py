@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from ..errors import InputError
-from .fattree import max_endpoints
+from .fattree import check_oversubscription, max_endpoints
 
 
 def default_topology(system: Any, fabric: Any = None) -> str:
@@ -40,9 +40,7 @@ def check_buildable(system: Any, fabric: Any, n_gpus: int, *, topology: str | No
     if catalog is not None:
         system = catalog.system(system) if isinstance(system, str) else system
         fabric = catalog.fabric(fabric) if isinstance(fabric, str) else fabric
-    if not (oversubscription >= 1.0):
-        raise InputError(f"oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
-                         hint="1 is a non-blocking fat tree; 2 means 2:1")
+    check_oversubscription(oversubscription)
     per = system.devices_per_domain
     domains = max(1, -(-int(n_gpus) // per))
     cluster = Cluster(system=system, domains=domains, fabric=fabric, topology=topology or default_topology(system, fabric),

@@ -47,6 +47,19 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 
+
+def check_oversubscription(value: float) -> float:
+    """``--oversubscription``: the leaf's down:up port ratio, one meaning in every command (cluster, bom,
+    fabric, plan, estimate, collective, schedule): a finite number >= 1 (1 = non-blocking)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (v >= 1.0) or not math.isfinite(v):
+        raise InputError(f"--oversubscription must be >= 1 (the leaf's down:up port ratio), got {value}",
+                         hint="1 is a non-blocking fat tree, 2 means 2:1")
+    return v
+
 KINDS = ("fat-tree", "rail", "dual-plane")
 
 
@@ -257,11 +270,7 @@ def size_fat_tree(
     if int(radix) != radix or radix < 4 or radix % 2:
         raise InputError(f"switch radix must be an even number >= 4, got {radix}")
     radix = int(radix)
-    if not (oversubscription >= 1.0) or not math.isfinite(oversubscription):
-        raise InputError(
-            f"oversubscription must be >= 1 (down:up ports at the leaf), got {oversubscription}",
-            hint="use 1 for a non-blocking fat tree, 2 for 2:1, ...",
-        )
+    oversubscription = check_oversubscription(oversubscription)
     if tiers is None:
         tiers = "auto"
     planes = 2 if kind == "dual-plane" else 1

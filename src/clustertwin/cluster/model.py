@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import InputError, UnknownNameError
 from ..hardware import HardwareView, ScaleOutTech, SystemSpec, resolve_hardware
 from .fattree import KINDS as SCALEOUT_TOPOLOGIES
-from .fattree import FatTreeSizing, size_fat_tree
+from .fattree import FatTreeSizing, check_oversubscription, size_fat_tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,11 +494,7 @@ def build_cluster(
         if not tiers.isdigit():
             raise InputError(f"--tiers must be 1, 2, 3 or auto, got {tiers!r}")
         tiers = int(tiers)
-    if not (oversubscription >= 1.0):
-        raise InputError(
-            f"--oversubscription must be >= 1 (leaf down:up ports), got {oversubscription}",
-            hint="1 is a non-blocking fat tree; 2 means 2:1",
-        )
+    check_oversubscription(oversubscription)
     full = sys_.devices_per_domain
     size = full if domain_size is None else int(domain_size)
     allowed = sorted(set(sys_.supported_domain_sizes) | {full})

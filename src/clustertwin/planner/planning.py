@@ -119,7 +119,7 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
         defaults["seq_len"] = seq
     gb = req.global_batch
     if gb is None:
-        gb = max(1, DEFAULT_TOKENS_PER_BATCH // seq)
+        gb = max(1, DEFAULT_TOKENS_PER_BATCH // max(int(seq), 1))  # a bad --seq-len is refused just below
         defaults["global_batch"] = gb
     for name, v in (("--gpus", gpus), ("--global-batch", gb), ("--seq-len", seq), ("--top", req.top_k)):
         if v < 1:
