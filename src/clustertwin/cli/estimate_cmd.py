@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from .. import api
 from ..errors import InputError
-from ..workload.rules import memory_fit_text
 from ._common import (
     CatalogOpt,
     ExpertFfnOpt,
@@ -64,7 +64,7 @@ def _render_estimate(r) -> None:
     t.add_row("MFU / HFU", f"{100 * r.mfu:.1f}% / {100 * r.hfu:.1f}%")
     t.add_row("TFLOP/s per GPU (model / hw)", f"{r.tflops_per_gpu:.1f} / {r.tflops_per_gpu_hw:.1f}")
     t.add_row("memory per GPU", f"{r.memory_gb_per_gpu:.1f} GB: "
-              + memory_fit_text(r.memory_gb_per_gpu, r.memory_capacity_gb, r.memory_margin_gb))
+              + api.memory_fit_text(r.memory_gb_per_gpu, r.memory_capacity_gb, r.memory_margin_gb))
     console.print(t)
     b = Table(title="step breakdown")
     b.add_column("component")
