@@ -80,3 +80,32 @@ def test_plan_takes_the_shape_flags(capsys):
                            (["--model", "llama3-8b", "--heads", "0"], "--heads must be a positive integer")):
             code, _, err = _run(capsys, base + argv)
             assert code == 2 and text in err, (base + argv, err)
+
+
+OVERSUB_COMMANDS = {
+    "cluster": ["cluster", "hgx-h100", "--domains", "2"],
+    "bom": ["bom", "hgx-h100", "--domains", "2"],
+    "fabric": ["fabric", "all_reduce", "--domains", "2"],
+    "plan": ["plan", "--gpus", "16", "--no-store"],
+    "estimate": EST,
+    "collective": COLL,
+    "schedule replay": ["schedule", "replay", "llm:5", "--domains", "2", "--no-store"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERSUB_COMMANDS))
+def test_oversubscription_has_one_meaning_and_one_check(capsys, name):
+    """Every command with --oversubscription refuses a ratio below 1 with the same sentence (one check,
+    cluster/fattree.check_oversubscription) and describes it as the leaf's down:up port ratio."""
+    code, _, err = _run(capsys, OVERSUB_COMMANDS[name] + ["--oversubscription", "0.5"])
+    assert code == 2 and "--oversubscription must be >= 1 (the leaf's down:up port ratio), got 0.5" in err, err
+    cmd = name.split()
+    import typer.main
+
+    from clustertwin.cli import app
+
+    group = typer.main.get_command(app)
+    for part in cmd:
+        group = group.commands[part]  # type: ignore[attr-defined]
+    (help_text,) = [p.help for p in group.params if "--oversubscription" in getattr(p, "opts", ())]
+    assert help_text.startswith("Leaf down:up port ratio (>= 1; 1 = full bisection)"), help_text
