@@ -3,7 +3,7 @@
 Prints, for one in-process ``estimate()`` of a 16,384-GPU Llama 3 405B plan on hgx-h100 / roce-400g:
 
 * cold: the first call in the process (nothing priced yet), and the per-call time with the collective
-  tables emptied before every call (every collective priced by the model);
+  and GEMM tables emptied before every call (every collective and GEMM priced by the model);
 * warm, distinct plans: 2,000 different layouts (TP, PP, VPP, CP, DP, micro-batch, ZeRO, recompute,
   global batch), each estimated once after a warm-up on *other* layouts, so a memo of identical calls is
   not what is timed; with the share of collectives the per-machine table already held;
@@ -29,7 +29,7 @@ import numpy as np
 from clustertwin.catalog import load_catalog
 from clustertwin.errors import InputError
 from clustertwin.planner.space import ModelShape, SpaceOptions, structural_space
-from clustertwin.sim import comm, estimate, estimate_batch
+from clustertwin.sim import comm, estimate, estimate_batch, kernels
 from clustertwin.workload import get_model, make_plan
 from clustertwin.workload.plan import RECOMPUTE
 
@@ -99,12 +99,14 @@ def main() -> None:
 
     def cold(p):
         comm.clear_tables()
+        kernels.clear_tables()
         one(p)
 
     w, c, _ = _time(cold, timed[:300])
-    print(f"estimate() cold, collective tables emptied before each call: {w * 1e3:.3f} ms wall, {c * 1e3:.3f} ms CPU")
+    print(f"estimate() cold, collective and GEMM tables emptied before each call: {w * 1e3:.3f} ms wall, {c * 1e3:.3f} ms CPU")
 
     comm.clear_tables()
+    kernels.clear_tables()
     for p in warmup:
         one(p)
     calls = {"n": 0, "hit": 0}

@@ -7,7 +7,8 @@ Tables
 ``chunks``   one row per finished chunk (sweep id, chunk id = hash of the chunk's inputs).
 ``results``  one row per (sweep, job): the design, the best plan, its metrics, cost and power.
 
-Every chunk is written in **one transaction** (its result rows and its ``chunks`` row together), so a
+Every chunk is written in **one transaction** (its result rows and its ``chunks`` row together; a sweep's
+driver writes the chunks that finished within a quarter second together, ``write_chunks``), so a
 sweep killed at any moment leaves either the whole chunk or nothing of it; a restarted sweep skips
 the chunks whose id is already in ``chunks`` and never duplicates a row (``UNIQUE(sweep_id,
 job_index)``).
@@ -34,7 +35,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -256,33 +257,45 @@ class ResultsStore:
     def write_chunk(self, *, sweep_id: str, chunk_id: str, chunk_index: int, rows: Iterable[Mapping[str, Any]],
                     elapsed_s: float | None = None) -> bool:
         """Write one finished chunk atomically. Returns False if it was already stored."""
-        rows = list(rows)
+        return self.write_chunks(sweep_id, [(chunk_id, chunk_index, rows, elapsed_s)])[0]
+
+    def write_chunks(self, sweep_id: str,
+                     chunks: Sequence[tuple[str, int, Iterable[Mapping[str, Any]], float | None]]) -> list[bool]:
+        """Write several finished chunks ``(chunk_id, chunk_index, rows, elapsed_s)`` in one transaction
+        (one open, commit and WAL checkpoint for all of them: a sweep's driver writes what finished
+        together). All or nothing, so no chunk is ever half stored; one already stored is skipped (False
+        in the result)."""
+        if not chunks:
+            return []
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
+            out = []
             try:
-                done = con.execute("SELECT 1 FROM chunks WHERE sweep_id=? AND chunk_id=?", (sweep_id, chunk_id)).fetchone()
-                if done:
-                    con.execute("ROLLBACK")
-                    return False
                 placeholders = ",".join("?" for _ in range(len(RESULT_FIELDS) + 1))
-                con.executemany(
-                    f"INSERT INTO results (sweep_id, {', '.join(RESULT_FIELDS)}) VALUES ({placeholders})",
-                    [(sweep_id, *(_cell(r.get(c)) for c in RESULT_FIELDS)) for r in rows],
-                )
-                con.execute(
-                    "INSERT INTO chunks (sweep_id, chunk_id, chunk_index, num_jobs, finished_at, elapsed_s) "
-                    "VALUES (?,?,?,?,?,?)",
-                    (sweep_id, chunk_id, chunk_index, len(rows), _now(), elapsed_s),
-                )
-                con.execute("COMMIT")
+                insert = f"INSERT INTO results (sweep_id, {', '.join(RESULT_FIELDS)}) VALUES ({placeholders})"
+                for chunk_id, chunk_index, rows, elapsed_s in chunks:
+                    done = con.execute("SELECT 1 FROM chunks WHERE sweep_id=? AND chunk_id=?",
+                                       (sweep_id, chunk_id)).fetchone()
+                    if done:
+                        out.append(False)
+                        continue
+                    rows = list(rows)
+                    con.executemany(insert, [(sweep_id, *(_cell(r.get(c)) for c in RESULT_FIELDS)) for r in rows])
+                    con.execute(
+                        "INSERT INTO chunks (sweep_id, chunk_id, chunk_index, num_jobs, finished_at, elapsed_s) "
+                        "VALUES (?,?,?,?,?,?)",
+                        (sweep_id, chunk_id, chunk_index, len(rows), _now(), elapsed_s),
+                    )
+                    out.append(True)
+                con.execute("COMMIT" if any(out) else "ROLLBACK")
             except BaseException as exc:
                 if con.in_transaction:  # SQLite may already have rolled back (e.g. on a full disk)
                     con.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.DatabaseError) and _is_file_trouble(exc):
                     raise self._damaged(exc) from None
                 raise
-            return True
+            return out
         finally:
             con.close()
 

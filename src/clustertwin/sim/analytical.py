@@ -218,7 +218,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     }
     out = {"step_time_s": step}
     for k, val in br.items():
-        out["breakdown_" + k] = np.broadcast_to(val, shape)
+        out["breakdown_" + k] = np.broadcast_to(val, shape) if shape else val
     out["num_micro_batches"] = m
     out["dp_comm_raw_s"] = np.where(z == 0, ar, rs + ag)
     out["tp_comm_raw_s"] = mL * tp_total
@@ -229,7 +229,8 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
                    seq_len: int | None = None, global_batch=None, dtype: str = "bf16", flash_attention: bool = True,
                    overlap: bool = True, grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", catalog: Any = None,
                    hardware: Hardware | None = None, sequence_parallel: bool | None = None,
-                   stack: str | None = None, memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> dict[str, np.ndarray]:
+                   stack: str | None = None, memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB,
+                   rule_mask: bool = True) -> dict[str, np.ndarray]:
     """Evaluate many plans at once. ``plans`` maps degree names to arrays (broadcast together):
     tp, pp, dp, cp, ep, vpp, micro_batch, recompute (code 0/1/2 or names), zero; optional
     global_batch, sequence_parallel (default: the keyword, else tp > 1), etp, uneven_pipeline. ``stack``: the
@@ -237,7 +238,8 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     recompute, sharded-DP gathers and overlap; default Megatron-Core). Returns arrays: step_time_s,
     tokens_per_s, mfu, hfu, tflops_per_gpu, tflops_per_gpu_hw, memory_gb_per_gpu, fits_memory, valid,
     breakdown_<component>, memory_<component>_gb. ``fits_memory``: the one memory rule
-    (``workload.rules.memory_fits``) against the usable HBM with ``memory_margin_gb`` to spare.
+    (``workload.rules.memory_fits``) against the usable HBM with ``memory_margin_gb`` to spare; ``valid``
+    (the plan rule) unless ``rule_mask=False``.
     """
     seq = int(seq_len or model.seq_len)
     a: dict[str, np.ndarray] = {}
@@ -269,7 +271,9 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
 
     o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes,
               cp_comm=cp_comm, stack=resolve_stack(stack, catalog))
-    valid = plan_mask(model, {**a, "flash": flash_attention}, seq)  # the one plan rule (workload.rules)
+    # the one plan rule (workload.rules); ``rule_mask=False`` (scalar ``estimate``, which checks its plan
+    # with the same rules itself) leaves ``valid`` out
+    valid = plan_mask(model, {**a, "flash": flash_attention}, seq) if rule_mask else None
     # evaluate invalid plans with safe degrees (results masked by `valid`)
     safe = dict(a)
     safe["micro_batch"] = np.maximum(a["micro_batch"], 1)
@@ -286,12 +290,14 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     out["hfu"] = hf / (step * n_gpus * hw.peak)
     mem = plan_memory(model, a, seq_len=seq, dtype=dtype, flash=flash_attention, grad_bytes=float(grad_reduce_bytes),
                       runtime_overhead_bytes=hw.eff.runtime_overhead_bytes, stack=o.stack)
+    shape = np.shape(step)
     for k in MEMORY:
-        out[f"memory_{k}_gb"] = np.broadcast_to(mem[k], step.shape) / 1e9
-    out["memory_gb_per_gpu"] = np.broadcast_to(mem["total"], step.shape) / 1e9
+        out[f"memory_{k}_gb"] = (np.broadcast_to(mem[k], shape) if shape else np.asarray(mem[k])) / 1e9
+    out["memory_gb_per_gpu"] = (np.broadcast_to(mem["total"], shape) if shape else np.asarray(mem["total"])) / 1e9
     out["fits_memory"] = memory_fits(out["memory_gb_per_gpu"] * 1e9, hw.hbm_bytes, memory_margin_gb)
     out["num_gpus"] = n_gpus
-    out["valid"] = valid
+    if valid is not None:
+        out["valid"] = valid
     return out
 
 
@@ -372,8 +378,8 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
                          grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,
-                         hardware=hw, stack=plan.stack, memory_margin_gb=memory_margin_gb)
-    f = {k: float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
+                         hardware=hw, stack=plan.stack, memory_margin_gb=memory_margin_gb, rule_mask=False)
+    f = {k: float(v) if np.ndim(v) == 0 else float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
     step = f["step_time_s"]
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}
     mem = {k: f[f"memory_{k}_gb"] for k in MEMORY}

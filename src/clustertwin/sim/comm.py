@@ -42,6 +42,7 @@ _MACHINES_MAX = 64
 # Specs hold dicts (unhashable), so the key is their identity; the entry keeps them alive, so an id is
 # never reused while its table exists. Specs and catalogs are frozen.
 _TABLES: dict[tuple[int, int, int], tuple[object, object, object, dict]] = {}
+_BANDWIDTHS = ("achieved_bandwidths",)  # a key no collective uses
 
 
 def _table(hw: Hardware) -> dict:
@@ -77,12 +78,27 @@ def _scalar(op: str, size, n, r, hw: Hardware) -> float:
     return t
 
 
+def _int_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, codes) without sorting when ``x`` holds integers in a small range (rank counts), else None."""
+    lo, hi = float(x.min()), float(x.max())
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi - lo >= 1 << 20:
+        return None
+    codes = x - lo
+    ci = codes.astype(np.int64)
+    if not np.array_equal(ci, codes):
+        return None
+    return lo + np.arange(int(hi - lo) + 1, dtype=float), ci
+
+
+def _codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _int_codes(x) or np.unique(x, return_inverse=True)
+
+
 def _dedup(op: str, size, n, r, hw: Hardware) -> np.ndarray:
     S, N, R = np.broadcast_arrays(np.asarray(size, dtype=float), np.asarray(n, dtype=float),
                                   np.asarray(r, dtype=float))
     shape = S.shape
-    cols = [np.unique(c.ravel(), return_inverse=True) for c in (S, N, R)]
-    (uS, iS), (uN, iN), (uR, iR) = cols
+    (uS, iS), (uN, iN), (uR, iR) = (_codes(c.ravel()) for c in (S, N, R))
     kN, kR = uN.size, uR.size
     if uS.size * kN * kR >= 1 << 62:  # the combined code would overflow: price every element
         return np.asarray(_nccl(op, S, N, R, hw), dtype=float).reshape(shape)
@@ -114,6 +130,10 @@ def collective_time(op: str, size, n, r, hw: Hardware):
 
 def achieved_bandwidths(hw: Hardware) -> tuple[float, float]:
     """(scale-up, scale-out) achieved bandwidth per device (bytes/s) the collectives price with: what
-    ``estimate`` prints as its bandwidth assumption."""
-    P = resolve_params(hw.system, hw.scaleout, hw.catalog)
-    return P.scaleup_busbw, P.scaleout_busbw_per_device
+    ``estimate`` prints as its bandwidth assumption (resolved once per machine)."""
+    table = _table(hw)
+    bw = table.get(_BANDWIDTHS)
+    if bw is None:
+        P = resolve_params(hw.system, hw.scaleout, hw.catalog)
+        bw = table[_BANDWIDTHS] = (P.scaleup_busbw, P.scaleout_busbw_per_device)
+    return bw

@@ -122,4 +122,6 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "step_overhead_s": step_overhead(st),
     }
     shape = np.broadcast(*out.values()).shape
+    if not shape:  # one plan (``estimate``): nothing to broadcast
+        return {k: np.asarray(v, dtype=float) for k, v in out.items()}
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}

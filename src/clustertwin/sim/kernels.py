@@ -17,9 +17,39 @@ import numpy as np
 
 from .machine import Hardware
 
+# Scalar GEMM times already computed, per machine: id(hw) -> (hw, {(M, N, K, batch, in_bytes, peak, mamf): s}).
+# ``make_hardware`` returns one object per machine, so a scalar ``estimate`` reuses the times of earlier
+# layouts with the same shapes; the entry keeps hw alive, so its id is not reused while cached.
+_GEMM: dict[int, tuple[Hardware, dict]] = {}
+
+
+def clear_tables() -> None:
+    """Forget the scalar GEMM times (benchmarks use it to time cold calls)."""
+    _GEMM.clear()
+
 
 def gemm_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0, peak=None, mamf=None):
     """Time of a (batched) GEMM C[M,N] = A[M,K] B[K,N] on one GPU (see module docstring)."""
+    if (np.ndim(M) == 0 and np.ndim(N) == 0 and np.ndim(K) == 0 and np.ndim(batch) == 0 and np.ndim(in_bytes) == 0
+            and (peak is None or np.ndim(peak) == 0) and (mamf is None or np.ndim(mamf) == 0)):
+        hit = _GEMM.get(id(hw))
+        if hit is None:
+            if len(_GEMM) >= 64:
+                _GEMM.clear()
+            hit = _GEMM[id(hw)] = (hw, {})
+        key = (float(M), float(N), float(K), float(batch), float(in_bytes),
+               None if peak is None else float(peak), None if mamf is None else float(mamf))
+        t = hit[1].get(key)
+        if t is None:
+            t = _gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf)
+            if len(hit[1]) >= 1 << 16:
+                hit[1].clear()
+            hit[1][key] = t
+        return t
+    return _gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf)
+
+
+def _gemm_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0, peak=None, mamf=None):
     e = hw.eff
     M = np.maximum(np.asarray(M, dtype=float), 1.0)
     N = np.maximum(np.asarray(N, dtype=float), 1.0)

@@ -101,8 +101,28 @@ def mamf_for(mamf: dict[str, float], dtype: str) -> float:
     return float(mamf.get("bf16", 0.8))
 
 
+# (id(system), id(scaleout), dtype, id(catalog), id(network)) -> (Hardware, the keyed objects). Specs and
+# catalogs are frozen but hold dicts (unhashable), so the key is their identity; the entry keeps them
+# alive, so an id is never reused while its entry exists.
+_HARDWARE: dict[tuple, tuple[Hardware, tuple]] = {}
+
+
 def make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalog: Any = None,
                   network: Any = None) -> Hardware:
+    """The machine as the cost model sees it; built once per (system, fabric, dtype, catalog, network)."""
+    key = (id(system), id(scaleout), dtype, id(catalog), id(network))
+    hit = _HARDWARE.get(key)
+    if hit is not None:
+        return hit[0]
+    hw = _make_hardware(system, scaleout, dtype, catalog, network)
+    if len(_HARDWARE) >= 256:
+        _HARDWARE.clear()
+    _HARDWARE[key] = (hw, (system, scaleout, catalog, network))
+    return hw
+
+
+def _make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catalog: Any,
+                   network: Any) -> Hardware:
     acc = system.accelerator
     overlay = None
     if catalog is not None and hasattr(catalog, "calibration_for"):

@@ -7,7 +7,7 @@ Degrees: ``tp`` tensor, ``pp`` pipeline, ``dp`` data, ``cp`` context, ``ep`` exp
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..errors import InputError
@@ -77,7 +77,8 @@ class ParallelPlan:
         return 3 if self.fsdp else self.zero
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # every field is a scalar, so a shallow copy equals ``dataclasses.asdict`` (without its deep copy)
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def with_(self, **kw: Any) -> ParallelPlan:
         return replace(self, **kw)
