@@ -1,4 +1,5 @@
-"""The fast paths of ``sim.comm.collective_time`` give the numbers of a direct call of the collective model.
+"""The fast paths of ``sim.comm.collective_time`` (and the scalar GEMM table of ``sim.kernels``) give the
+numbers of a direct call of the model.
 
 Arrays are priced on their distinct (size, ranks, ranks-per-domain) triples and scalars through a
 per-machine table; both must equal pricing every element directly (``comm.FAST = False``), for the
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from clustertwin.collectives import collective_time as nccl_time
 from clustertwin.planner.space import ModelShape, space_size, structural_space
-from clustertwin.sim import comm, estimate, estimate_batch
+from clustertwin.sim import comm, estimate, estimate_batch, kernels
 from clustertwin.sim.costs import make_hardware
 from clustertwin.workload import get_model, make_plan
 from clustertwin.workload.plan import RECOMPUTE
@@ -83,13 +84,14 @@ def test_scalar_estimate_equals_direct_pricing(cat, data):
     kw = {k: v for k, v in row.items() if k in _MAKE_PLAN_ARGS and k != "recompute"}
     plan = make_plan(gpus=gpus, global_batch=gb, seq_len=seq, recompute=RECOMPUTE[int(row["recompute"])], **kw)
     if data.draw(st.booleans()):
-        comm.clear_tables()  # cold: every collective priced by the model now
+        comm.clear_tables()  # cold: every collective and GEMM priced by the model now
+        kernels.clear_tables()
     got = estimate(m, s, f, plan, catalog=cat, check=False)
-    comm.FAST = False
+    comm.FAST = kernels.FAST = False
     try:
         ref = estimate(m, s, f, plan, catalog=cat, check=False)
     finally:
-        comm.FAST = True
+        comm.FAST = kernels.FAST = True
     assert _close(got.step_time_s, ref.step_time_s)
     for k, v in ref.breakdown.items():
         assert _close(got.breakdown[k], v), k
