@@ -6,7 +6,7 @@
 * :mod:`.planning`   ``plan()``: the facade behind ``clustertwin plan`` (defaults, clear errors)
 * :mod:`.sweep`      design-space sweeps (YAML grid), chunks keyed by input hashes, Pareto front
 * :mod:`.executors`  local processes or Ray tasks, same code path
-* :mod:`.store`      SQLite results store (whole chunks per transaction, resumable)
+* :mod:`.store`      SQLite results store (one transaction per chunk, resumable)
 """
 
 from __future__ import annotations

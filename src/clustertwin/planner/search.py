@@ -122,8 +122,19 @@ def unique_layouts(plans: Plans, order: np.ndarray) -> np.ndarray:
     """Keep, in ``order``, the first (best) row of each (tp, pp, dp, cp, ep, vpp) layout."""
     if order.size == 0:
         return order
-    key = np.stack([plans[a][order] for a in LAYOUT_AXES], axis=1)
-    _, first = np.unique(key, axis=0, return_index=True)
+    cols = [np.asarray(plans[a])[order].astype(np.int64) for a in LAYOUT_AXES]
+    # one integer code per layout (mixed radix over the axes' value ranges): a 1-D unique, exact
+    code = np.zeros(order.size, dtype=np.int64)
+    room = 1
+    for c in cols:
+        lo = int(c.min())
+        span = int(c.max()) - lo + 1
+        room *= span
+        if room >= 1 << 62:  # too many combinations for one int64: compare the rows themselves
+            _, first = np.unique(np.stack(cols, axis=1), axis=0, return_index=True)
+            return order[np.sort(first)]
+        code = code * span + (c - lo)
+    _, first = np.unique(code, return_index=True)
     return order[np.sort(first)]
 
 

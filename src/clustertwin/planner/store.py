@@ -8,7 +8,7 @@ Tables
 ``results``  one row per (sweep, job): the design, the best plan, its metrics, cost and power.
 
 Every chunk is written in **one transaction** (its result rows and its ``chunks`` row together; a sweep's
-driver writes the chunks that finished within a quarter second together, ``write_chunks``), so a
+driver keeps one write connection open for the run, ``keep_open``), so a
 sweep killed at any moment leaves either the whole chunk or nothing of it; a restarted sweep skips
 the chunks whose id is already in ``chunks`` and never duplicates a row (``UNIQUE(sweep_id,
 job_index)``).
@@ -31,11 +31,12 @@ the path they stored to.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,37 @@ class ResultsStore:
 
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path is not None else default_db_path()
+        self._kept: sqlite3.Connection | None = None  # the write connection ``keep_open`` holds
+        self._kept_pid = 0
+
+    @contextlib.contextmanager
+    def keep_open(self) -> Iterator[None]:
+        """Reuse one write connection for the chunk writes inside the block (a sweep's driver writes
+        hundreds of chunks; a connection per chunk pays an open, and closing the last connection
+        checkpoints the WAL every time). The connection is opened at the first write in the block, only
+        ever used by the process that opened it (forked executor workers never write), and closed at
+        the end of the block."""
+        if self._kept is not None or self._kept_pid:
+            yield
+            return
+        self._kept_pid = os.getpid()
+        try:
+            yield
+        finally:
+            con, self._kept, self._kept_pid = self._kept, None, 0
+            if con is not None:
+                con.close()
+
+    def _write_connection(self) -> sqlite3.Connection:
+        if self._kept_pid and self._kept_pid == os.getpid():
+            if self._kept is None:
+                self._kept = self._connect()
+            return self._kept
+        return self._connect()
+
+    def _release(self, con: sqlite3.Connection) -> None:
+        if con is not self._kept:
+            con.close()
 
     def _refuse(self, what: str, hint: str) -> InputError:
         return InputError(f"{str(self.path)!r} {what}", hint=hint)
@@ -267,7 +299,7 @@ class ResultsStore:
         in the result)."""
         if not chunks:
             return []
-        con = self._connect()
+        con = self._write_connection()
         try:
             con.execute("BEGIN IMMEDIATE")
             out = []
@@ -297,7 +329,7 @@ class ResultsStore:
                 raise
             return out
         finally:
-            con.close()
+            self._release(con)
 
     def finish_sweep(self, sweep_id: str) -> None:
         con = self._connect()
