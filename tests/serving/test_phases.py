@@ -121,3 +121,53 @@ def test_dp_attention_pass_waits_for_busiest_rank(catalog):
 
     t, c = decode_pass(dp, 128.0, 1500.0, 1000.0, 1000.0)
     assert float(t) > float(sum(np.asarray(c[k]) for k in c))
+
+
+def test_serving_uses_the_training_chip_efficiency_table(catalog):
+    # the serving instance's kernel constants are the training op model's (sim.machine.make_hardware over
+    # workload/data/efficiency.yaml); only engines.yaml `chips` (Hopper GEMM scale) overrides one of them
+    from clustertwin.serving import engines
+    from clustertwin.sim.machine import make_hardware, mamf_for
+
+    over = engines._table().get("chips") or {}
+    assert set(over) == {"h100-sxm", "h200", "h800"} and all(set(v) == {"gemm_mamf_scale"} for v in over.values())
+    for system, wd in (("hgx-h100", "fp8"), ("hgx-b200", "nvfp4"), ("gb200-nvl72", "fp8")):
+        inst = _inst(catalog, system=system, tp=8, weights_dtype=wd, kv_dtype="fp8")
+        sysm = catalog.system(system)
+        hw = make_hardware(sysm, catalog.fabric(sysm.default_scaleout), wd, catalog=catalog)
+        assert inst.hw.eff == hw.eff and inst.hw.peak == hw.peak
+        scale = over.get(sysm.accelerator.id, {}).get("gemm_mamf_scale")
+        want = hw.mamf if scale is None else mamf_for(hw.eff.mamf_fraction, wd) * scale
+        assert inst.hw.mamf == pytest.approx(want)
+
+
+def test_mla_decode_attention_runs_at_bf16_rate_over_fp8_kv(catalog):
+    # TensorRT-LLM's FP8 attention speeds up GQA/MHA kernels over an FP8 KV cache, but MLA decode (absorbed
+    # latent) stays at the BF16 rate (FlashMLA: FP8 latent dequantised in-kernel, BF16 MMAs)
+    from dataclasses import replace
+
+    trt = get_engine("trtllm")
+    assert trt.fp8_attention
+    sysm = catalog.system("hgx-b200")
+    fab = catalog.fabric(sysm.default_scaleout)
+
+    def attn(model, eng, **kw):
+        inst = build_instance(get_model(model), sysm, fab, Deployment(weights_dtype="nvfp4", kv_dtype="fp8", **kw),
+                              eng, catalog=catalog)
+        return inst, float(step_costs(inst, kw.pop("n", 256), 256 * 4096, kw.pop("pairs", 0))["attention_s"])
+
+    off = replace(trt, fp8_attention=False)
+    inst, mla_on = attn("deepseek-v3", trt, tp=1, ep=8, dp_attention=True)
+    _, mla_off = attn("deepseek-v3", off, tp=1, ep=8, dp_attention=True)
+    assert mla_on == pytest.approx(mla_off)
+    # and that decode is compute-bound (so the rate matters): FLOPs at the BF16 attention rate exceed the KV read
+    m, hw = inst.model, inst.hw
+    flops = 2.0 * m.num_attention_heads / inst.attn_tp * 256 * 4096 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+    kv_read = 256 * 4096 * inst.kv_bytes_token_gpu / inst.layers / (hw.hbm_bw * hw.eff.hbm_efficiency)
+    assert flops / (hw.peak_bf16 * hw.eff.attention_efficiency) > kv_read
+    # GQA prefill attention does take the FP8 rate
+    pre_on = float(step_costs(build_instance(get_model("llama2-70b"), sysm, fab, Deployment(
+        tp=8, weights_dtype="fp8", kv_dtype="fp8"), trt, catalog=catalog), 8192, 0, 8192 * 4096)["attention_s"])
+    pre_off = float(step_costs(build_instance(get_model("llama2-70b"), sysm, fab, Deployment(
+        tp=8, weights_dtype="fp8", kv_dtype="fp8"), off, catalog=catalog), 8192, 0, 8192 * 4096)["attention_s"])
+    assert pre_on < 0.7 * pre_off

@@ -275,6 +275,11 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     attn_peak = hw.peak_bf16
     if eng.fp8_attention and inst.kv_elem_bytes <= 1.0:
         attn_peak = max(hw.system.accelerator.peak("fp8"), hw.peak_bf16)
+    # MLA decode (absorbed, 576-wide latent) runs its MMAs in BF16 even over an FP8 KV cache: the published
+    # kernels dequantise the latent in-kernel (FlashMLA FP8 decoding: cvt to bf16x2) and top out at BF16-rate
+    # figures (FlashMLA README: 660 TFLOP/s dense on H800 = 0.67 of BF16 peak; 1024 TFLOP/s sparse FP8-KV
+    # decoding on B200 = 0.46 of BF16 peak), so the FP8 attention rate applies to GQA/MHA kernels only.
+    dec_peak = hw.peak_bf16 if m.is_mla else attn_peak
     eff_attn = hw.eff.attention_efficiency
     kv_layer_bytes = inst.kv_bytes_token_gpu / layers  # this GPU's share of one token's KV, one layer
     if m.is_mla:
@@ -284,7 +289,7 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
         dec_flops = 2.0 * heads * kv_read * (2.0 * m.head_dim)
         pre_flops = 2.0 * heads * pairs * (2.0 * m.head_dim)
     dec_attn = np.maximum(kv_read * kv_layer_bytes / (hw.hbm_bw * hw.eff.hbm_efficiency),
-                          dec_flops / (attn_peak * eff_attn))
+                          dec_flops / (dec_peak * eff_attn))
     s_half = hw.eff.attention_seq_half
     mean_ctx = np.where(n > 0, pairs / n, 0.0)
     pre_rate = attn_peak * eff_attn * (mean_ctx + 1.0) / (mean_ctx + 1.0 + s_half)
