@@ -157,6 +157,21 @@ def legend(names: Sequence[str], x: float = M_LEFT + 8, y: float = M_TOP + 4, co
     return "".join(out)
 
 
+def _hline(y: float, right: float, label: str, extra: str = "") -> str:
+    """A labelled horizontal reference line across the plot area (red, dashed)."""
+    return (f'<line class="ct-ref" x1="{M_LEFT}" x2="{_f(right)}" y1="{_f(y)}" y2="{_f(y)}" stroke="#d62728" '
+            f'stroke-dasharray="6 4"{extra}/><text x="{_f(right - 4)}" y="{_f(y - 5)}" text-anchor="end" '
+            f'fill="#d62728">{_e(label)}</text>')
+
+
+def _close(parts: list[str], names: list[str], right: float) -> str:
+    """The legend (when there is more than one series) and the closing tag; the chart as one string."""
+    if len(names) > 1:
+        parts.append(legend(names, x=right + 14, y=M_TOP + 10))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def bar_chart(name: str, title: str, categories: Sequence[str], series: Sequence[tuple[str, Sequence[float]]], *,
               x_label: str, y_label: str, stacked: bool = True, ref: tuple[float, str] | None = None,
               value_fmt=fmt) -> str:
@@ -197,14 +212,8 @@ def bar_chart(name: str, title: str, categories: Sequence[str], series: Sequence
                              f'{_e(sname)}: {_e(value_fmt(v))}</title></rect>')
     _cat_labels(parts, categories, [M_LEFT + slot * (i + 0.5) for i in range(n)], slot, height - bottom)
     if ref is not None:
-        y = ya(ref[0])
-        parts.append(f'<line class="ct-ref" x1="{M_LEFT}" x2="{_f(right)}" y1="{_f(y)}" y2="{_f(y)}" stroke="#d62728" '
-                     f'stroke-dasharray="6 4" stroke-width="1.5"/><text x="{_f(right - 4)}" y="{_f(y - 5)}" '
-                     f'text-anchor="end" fill="#d62728">{_e(ref[1])}</text>')
-    if len(series) > 1:
-        parts.append(legend([s[0] for s in series], x=right + 14, y=M_TOP + 10))
-    parts.append("</svg>")
-    return "".join(parts)
+        parts.append(_hline(ya(ref[0]), right, ref[1], ' stroke-width="1.5"'))
+    return _close(parts, [s[0] for s in series], right)
 
 
 def waterfall(name: str, title: str, items: Sequence[tuple[str, float]], *, total_label: str = "step",
@@ -277,15 +286,8 @@ def line_chart(name: str, title: str, series: Sequence[tuple[str, Sequence[float
             for (px, py), x, y in zip(pp, xs, ys, strict=False) if len(pp) <= 40 else ():  # dense: the line only
                 parts.append(f'<circle class="ct-mark" cx="{_f(px)}" cy="{_f(py)}" r="3.5" fill="{color(i)}">'
                              f"<title>{_e(sname)}: {_e(fmt(x))}, {_e(fmt(y))}</title></circle>")
-    for v, lab in hlines:
-        y = ya(v)
-        parts.append(f'<line class="ct-ref" x1="{M_LEFT}" x2="{_f(right)}" y1="{_f(y)}" y2="{_f(y)}" stroke="#d62728" '
-                     f'stroke-dasharray="6 4"/><text x="{_f(right - 4)}" y="{_f(y - 5)}" text-anchor="end" '
-                     f'fill="#d62728">{_e(lab)}</text>')
-    if len(series) > 1:
-        parts.append(legend([s[0] for s in series], x=right + 14, y=M_TOP + 10))
-    parts.append("</svg>")
-    return "".join(parts)
+    parts.extend(_hline(ya(v), right, lab) for v, lab in hlines)
+    return _close(parts, [s[0] for s in series], right)
 
 
 def scatter(name: str, title: str, points: Sequence[dict], *, x_label: str, y_label: str,
@@ -321,11 +323,7 @@ def scatter(name: str, title: str, points: Sequence[dict], *, x_label: str, y_la
         x = xa(v)
         parts.append(f'<line class="ct-ref" x1="{_f(x)}" x2="{_f(x)}" y1="{M_TOP}" y2="{H - M_BOTTOM}" stroke="#d62728" '
                      f'stroke-dasharray="6 4"/><text x="{_f(x + 4)}" y="{M_TOP + 12}" fill="#d62728">{_e(lab)}</text>')
-    for v, lab in hlines:
-        y = ya(v)
-        parts.append(f'<line class="ct-ref" x1="{M_LEFT}" x2="{_f(right)}" y1="{_f(y)}" y2="{_f(y)}" stroke="#d62728" '
-                     f'stroke-dasharray="6 4"/><text x="{_f(right - 4)}" y="{_f(y - 5)}" text-anchor="end" '
-                     f'fill="#d62728">{_e(lab)}</text>')
+    parts.extend(_hline(ya(v), right, lab) for v, lab in hlines)
     parts.append(legend(["design", front_label], x=right + 14, y=M_TOP + 10, colors=["#4e79a7", "#e15759"]))
     parts.append("</svg>")
     return "".join(parts)

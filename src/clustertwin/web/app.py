@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -276,6 +277,14 @@ def _catalog_lists() -> dict[str, list[str]]:
     return {"systems": sorted(cat.systems), "fabrics": sorted(cat.scaleout), "models": api.list_models()}
 
 
+def _page_route(page: Callable[..., str], lists: Any) -> Callable[[], str]:
+    """A GET handler without parameters for a form page (rendered with the catalog lists when given)."""
+    def render() -> str:
+        return page(lists) if lists is not None else page()
+
+    return render
+
+
 def create_app(*, db: str | Path = "clustertwin-results.db", max_body: int = MAX_BODY, workers: int = 2) -> FastAPI:
     """The app; ``db``: the results database plans and sweeps are stored in and browsed from."""
     db_path = Path(db)
@@ -305,25 +314,12 @@ def create_app(*, db: str | Path = "clustertwin-results.db", max_body: int = MAX
                              "run the same input with the CLI and CLUSTERTWIN_DEBUG=1", "suggestions": []}, status_code=500)
 
     # pages -----------------------------------------------------------------------------------
-    @app.get("/", response_class=HTMLResponse)
-    def home() -> str:
-        return pages.estimate_page(lists)
-
-    @app.get("/cluster", response_class=HTMLResponse)
-    def cluster_page() -> str:
-        return pages.cluster_page(lists)
-
-    @app.get("/plan", response_class=HTMLResponse)
-    def plan_page() -> str:
-        return pages.plan_page(lists)
-
-    @app.get("/compare", response_class=HTMLResponse)
-    def compare_page() -> str:
-        return pages.compare_page(lists)
-
-    @app.get("/sweep", response_class=HTMLResponse)
-    def sweep_page() -> str:
-        return pages.sweep_page()
+    # the form pages: one GET route each, rendered from the catalog lists
+    for path, page, with_lists in (("/", pages.estimate_page, True), ("/cluster", pages.cluster_page, True),
+                                   ("/plan", pages.plan_page, True), ("/compare", pages.compare_page, True),
+                                   ("/sweep", pages.sweep_page, False)):
+        app.add_api_route(path, _page_route(page, lists if with_lists else None), methods=["GET"],
+                          response_class=HTMLResponse, name=page.__name__)
 
     @app.get("/results", response_class=HTMLResponse)
     def results_page() -> str:
