@@ -31,6 +31,10 @@ from typing import Any
 
 from .model import Cluster
 
+# the BOM prices no accelerator the catalog gives no price for; power / cost / compare / serve price them
+# (reliability.assumptions.device_price) and leave this note out, so no output states both
+PARTIAL_COST_NOTE = "no device price in the catalog: cost covers network parts only (prices assumed)"
+
 
 @dataclass(frozen=True, slots=True)
 class BomLine:
@@ -235,7 +239,7 @@ def bill_of_materials(cluster: Cluster) -> BillOfMaterials:
     cost = sum(priced) if priced else None
     cost_complete = sys_.price_usd_per_device is not None
     if not cost_complete:
-        notes.append("no device price in the catalog: cost covers network parts only (prices assumed)")
+        notes.append(PARTIAL_COST_NOTE)
 
     # ---- comparison with published figures (scaled to the number of systems)
     published: dict[str, dict[str, Any]] = {}

@@ -18,7 +18,7 @@ from .counts import ComponentCounts
 
 def counts_from_bom(system: SystemSpec, domains: int, fabric: ScaleOutTech | None) -> ComponentCounts | None:
     from ..cluster import build_cluster
-    from ..cluster.bom import bill_of_materials
+    from ..cluster.bom import PARTIAL_COST_NOTE, bill_of_materials
 
     if fabric is None:
         return None
@@ -49,7 +49,7 @@ def counts_from_bom(system: SystemSpec, domains: int, fabric: ScaleOutTech | Non
         frontend_cables=tot("copper", "front-end") + tot("optical links", "front-end"),
         scaleup_leaves_host=system.devices_per_domain > system.devices_per_host,
         source="bill of materials (clustertwin.cluster.bom)",
-        notes=tuple(bom.notes),
+        notes=tuple(n for n in bom.notes if n != PARTIAL_COST_NOTE),  # cost() prices the devices itself
         bom_power_kw=float(bom.power_kw),
         bom_power_basis=bom.power_basis,
     )

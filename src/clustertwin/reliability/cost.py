@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
+from .assumptions import HOURS_PER_YEAR, Value, catalog_or_default, cost_basis
 from .counts import ComponentCounts
 from .params import Params
 from .power import PowerResult
-
-HOURS_PER_YEAR = 8760.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,9 +50,13 @@ class CostResult:
         }
 
 
+MAX_PRICE_KWH = 10.0  # sanity bound, USD/kWh: retail peaks are below 1
+
+
 def check_cost_inputs(price_kwh: float | None, years: float | None = None) -> None:
-    if price_kwh is not None and not price_kwh > 0:
-        raise InputError(f"--price-kwh must be positive, got {price_kwh}", hint="e.g. --price-kwh 0.08 (USD per kWh)")
+    if price_kwh is not None and not 0 < price_kwh <= MAX_PRICE_KWH:
+        raise InputError(f"--price-kwh must be in (0, {MAX_PRICE_KWH:g}] USD per kWh, got {price_kwh}",
+                         hint="e.g. --price-kwh 0.08 (US industrial average)")
     if years is not None and not years > 0:
         raise InputError(f"amortisation years must be positive, got {years}")
 
@@ -63,49 +66,34 @@ def cost(system: SystemSpec, fabric: ScaleOutTech | None, counts: ComponentCount
     check_cost_inputs(price_kwh, years)
     if price_per_device is not None and not price_per_device > 0:
         raise InputError(f"price per accelerator must be positive, got {price_per_device}")
-    c = params.cost
     notes: list[str] = []
 
-    def pick(value, key, label, table=c):
-        if value is not None:
-            return float(value)
-        d = table[key]
-        if d.assumed:
-            notes.append(f"{label} = {d.value:g}: {d.assumed}")
-        return d.value
+    def use(v: Value) -> float:  # the value, and its line when it is an assumption
+        if v.line and v.line not in notes:
+            notes.append(v.line)
+        return v.value
 
-    if price_per_device is None and system.price_usd_per_device is not None:
-        price_per_device = system.price_usd_per_device
-        if "price_usd_per_device" in system.assumptions:
-            notes.append(f"{system.id} price per device = {price_per_device:g}: {system.assumptions['price_usd_per_device']}")
-    if price_per_device is None:
-        if system.id in params.price_by_system:
-            price_per_device = pick(None, system.id, f"{system.id} price per accelerator (USD, all-in system share)", params.price_by_system)
-        else:
-            price_per_device = pick(None, "default_usd_per_device", "price per accelerator (USD)")
-    def fab(attr, key, label):
-        v = getattr(fabric, attr, None) if fabric is not None else None
-        if v:
-            if fabric is not None and attr in fabric.assumptions:
-                notes.append(f"{fabric.id} {attr} = {v:g}: {fabric.assumptions[attr]}")
-            return float(v)
-        return pick(None, key, label)
+    basis = cost_basis(system, params, price_kwh=price_kwh, years=years, price_per_device=price_per_device)
+    price_per_device = use(basis.price_usd_per_device)
+
+    def fab(attr: str) -> float:  # catalog fabric figure, else the defaults' (with its line)
+        return use(catalog_or_default(fabric, attr, params))
 
     by = {
         "systems": counts.accelerators * price_per_device,
-        "scaleout_switches": counts.scaleout_switches * fab("switch_price_usd", "scaleout_switch_usd", "switch price (USD)"),
+        "scaleout_switches": counts.scaleout_switches * fab("switch_price_usd"),
         "transceivers": max(counts.transceivers - counts.scaleup_transceivers, 0.0)
-        * fab("transceiver_price_usd", "transceiver_usd", "transceiver price (USD)"),
-        "cables": max(counts.cables - counts.scaleup_cables, 0.0) * fab("cable_price_usd", "cable_usd", "cable price (USD)"),
+        * fab("transceiver_price_usd"),
+        "cables": max(counts.cables - counts.scaleup_cables, 0.0) * fab("cable_price_usd"),
     }
     if counts.frontend_switches or counts.frontend_transceivers or counts.frontend_cables:
-        by["frontend_network"] = (counts.frontend_switches * fab("switch_price_usd", "scaleout_switch_usd", "switch price (USD)")
-                                  + counts.frontend_transceivers * fab("transceiver_price_usd", "transceiver_usd", "transceiver price (USD)")
-                                  + counts.frontend_cables * fab("cable_price_usd", "cable_usd", "cable price (USD)")
-                                  + counts.frontend_nics * fab("nic_price_usd", "nic_usd", "NIC price (USD)"))
+        by["frontend_network"] = (counts.frontend_switches * fab("switch_price_usd")
+                                  + counts.frontend_transceivers * fab("transceiver_price_usd")
+                                  + counts.frontend_cables * fab("cable_price_usd")
+                                  + counts.frontend_nics * fab("nic_price_usd"))
     capex = float(sum(by.values()))
-    kwh = pick(price_kwh, "energy_usd_per_kwh", "energy price (USD/kWh)")
-    yrs = pick(years, "amortization_years", "amortisation (years)")
+    kwh = use(basis.energy_usd_per_kwh)
+    yrs = use(basis.amortization_years)
     return CostResult(capex_usd=capex, capex_by_component_usd=by, energy_usd_per_kwh=kwh, amortization_years=yrs,
                       capex_usd_per_hour=capex / (yrs * HOURS_PER_YEAR), energy_usd_per_hour=pw.facility_w / 1e3 * kwh,
                       assumptions=tuple(notes))

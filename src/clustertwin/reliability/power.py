@@ -8,7 +8,8 @@
     P_net  = N_switch * switch_power_w + N_transceiver * transceiver_power_w (scale-out fabric; catalog)
     P_IT   = sum of the above;  P_facility = PUE * P_IT  (cooling and distribution = (PUE - 1) * P_IT)
 
-Every number not in the catalog comes from ``data/defaults.yaml`` and is listed as an assumption.
+Every number not in the catalog comes from ``data/defaults.yaml``; values and assumption lines come from
+``assumptions.py`` (the one wording of each, shared with cost, compare and serve plan).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
+from .assumptions import Value, assumption_line, catalog_or_default, default
 from .counts import ComponentCounts
-from .params import Param, Params
+from .params import Params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,27 +43,29 @@ class PowerResult:
         }
 
 
-def _pick(value: float | None, default: Param, label: str, notes: list[str]) -> float:
-    if value is not None:
-        return float(value)
-    notes.append(f"{label} = {default.value:g}: {default.assumed or default.source}")
-    return default.value
+MAX_PUE = 5.0  # sanity bound: the worst surveyed data centres report ~2.5-3 (Uptime Institute)
 
 
 def check_power_inputs(utilization: float | None, pue: float | None) -> None:
     if utilization is not None and not 0 <= utilization <= 1:
         raise InputError(f"--utilization must be between 0 and 1, got {utilization}", hint="e.g. --utilization 0.8")
-    if pue is not None and pue < 1:
-        raise InputError(f"--pue must be at least 1 (facility power / IT power), got {pue}", hint="e.g. --pue 1.2")
+    if pue is not None and not 1 <= pue <= MAX_PUE:
+        raise InputError(f"--pue must be between 1 and {MAX_PUE:g} (facility power / IT power), got {pue}",
+                         hint="e.g. --pue 1.2 (hyperscale) or 1.6 (survey average)")
 
 
 def power(system: SystemSpec, fabric: ScaleOutTech | None, counts: ComponentCounts, params: Params, *,
           utilization: float | None = None, pue: float | None = None) -> PowerResult:
     check_power_inputs(utilization, pue)
-    p = params.power
     notes: list[str] = []
-    u = utilization if utilization is not None else _pick(None, p["utilization"], "utilisation", notes)
-    pue_v = pue if pue is not None else _pick(None, p["pue"], "PUE", notes)
+
+    def use(v: Value) -> float:  # the value, and its line when it is an assumption
+        if v.line:
+            notes.append(v.line)
+        return v.value
+
+    u = use(default(params, "power", "utilization", given=utilization))
+    pue_v = use(default(params, "power", "pue", given=pue))
     acc = system.accelerator
     tdp = acc.tdp_w
     if tdp is None:
@@ -69,39 +73,32 @@ def power(system: SystemSpec, fabric: ScaleOutTech | None, counts: ComponentCoun
         if d is None:
             raise InputError(f"accelerator {acc.id!r} has no tdp_w in the catalog and no default",
                              hint="add tdp_w to the catalog entry or power.tdp_w_by_accelerator to a --defaults file")
-        tdp = _pick(None, d, f"{acc.id} TDP (W)", notes)
-    idle = _pick(None, p["accelerator_idle_fraction"], "accelerator idle fraction of TDP", notes)
+        tdp = use(Value(d.value, assumption_line("tdp_w", d.value, d.assumed, acc.id) if d.assumed else None))
+    elif "tdp_w" in acc.assumptions:
+        notes.append(assumption_line("tdp_w", tdp, acc.assumptions["tdp_w"], acc.id))
+    idle = use(default(params, "power", "accelerator_idle_fraction"))
     out: dict[str, float] = {"accelerators": counts.accelerators * tdp * (idle + (1.0 - idle) * u)}
     if system.host_power_w is not None:
-        out["hosts"] = counts.hosts * system.host_power_w
+        out["hosts"] = counts.hosts * use(catalog_or_default(system, "host_power_w", params))
     else:
-        cpu = _pick(None, p["cpu_w"], "CPU W", notes)
-        other = _pick(None, p["host_other_w"], "host other W", notes)
-        nic = fabric.nic_power_w if fabric and fabric.nic_power_w else _pick(None, p["nic_w"], "NIC W", notes)
-        out["hosts"] = counts.cpus * cpu + counts.hosts * other + counts.nics * nic
+        cpu = use(default(params, "power", "cpu_w"))
+        other = use(default(params, "power", "host_other_w"))
+        out["hosts"] = counts.cpus * cpu + counts.hosts * other + counts.nics * use(catalog_or_default(fabric, "nic_power_w", params))
     if system.domain_overhead_power_w is not None:
-        out["scaleup_fabric"] = counts.domains * system.domain_overhead_power_w
+        out["scaleup_fabric"] = counts.domains * use(catalog_or_default(system, "domain_overhead_power_w", params))
     elif counts.scaleup_leaves_host and counts.scaleup_switches:
-        out["scaleup_fabric"] = counts.scaleup_switches * _pick(None, p["scaleup_switch_w"], "scale-up switch W", notes)
+        out["scaleup_fabric"] = counts.scaleup_switches * use(default(params, "power", "scaleup_switch_w"))
     else:
         out["scaleup_fabric"] = 0.0
-    sw_w = fabric.switch_power_w if fabric and fabric.switch_power_w else _pick(None, p["scaleout_switch_w"], "scale-out switch W", notes)
-    tx_w = fabric.transceiver_power_w if fabric and fabric.transceiver_power_w else _pick(None, p["transceiver_w"], "transceiver W", notes)
+    sw_w = use(catalog_or_default(fabric, "switch_power_w", params))
+    tx_w = use(catalog_or_default(fabric, "transceiver_power_w", params))
     out["scaleout_switches"] = counts.scaleout_switches * sw_w
     out["transceivers"] = counts.transceivers * tx_w
     if counts.frontend_switches or counts.frontend_transceivers:
-        nic_w = fabric.nic_power_w if fabric and fabric.nic_power_w else p["nic_w"].value
+        # front-end NICs draw from the host's budget when the catalog gives a host power (as the BOM counts them)
+        nic_w = 0.0 if system.host_power_w is not None else use(catalog_or_default(fabric, "nic_power_w", params))
         out["frontend_network"] = (counts.frontend_switches * sw_w + counts.frontend_transceivers * tx_w
                                    + counts.frontend_nics * nic_w)
-    if fabric is not None:
-        for k in ("switch_power_w", "transceiver_power_w", "nic_power_w"):
-            if k in fabric.assumptions and getattr(fabric, k):
-                notes.append(f"{fabric.id} {k} = {getattr(fabric, k):g}: {fabric.assumptions[k]}")
-    for k in ("host_power_w", "domain_overhead_power_w"):
-        if k in system.assumptions and getattr(system, k) is not None:
-            notes.append(f"{system.id} {k} = {getattr(system, k):g}: {system.assumptions[k]}")
-    if "tdp_w" in acc.assumptions and acc.tdp_w is not None:
-        notes.append(f"{acc.id} tdp_w = {acc.tdp_w:g}: {acc.assumptions['tdp_w']}")
     it = float(sum(out.values()))
     out["cooling_and_distribution"] = it * (pue_v - 1.0)
     return PowerResult(by_component_w=out, it_w=it, facility_w=it * pue_v, utilization=u, pue=pue_v,

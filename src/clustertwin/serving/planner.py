@@ -269,34 +269,27 @@ def _dep_from_label(label: str, req: PlanRequest) -> Deployment:
 
 
 def economics(system, scaleout, gpus: int, catalog) -> dict[str, Any]:
-    """Capital cost and power of the serving cluster from the bill of materials + reliability defaults."""
-    from ..cluster import bill_of_materials, build_cluster
+    """Capital cost and power of the serving cluster: the reliability power and cost models on the bill of
+    materials, so the figures and assumption lines are those of ``power`` and ``compare`` for the same
+    cluster (``reliability.assumptions``), scaled to the GPUs used."""
+    from ..reliability.bom_adapter import counts_from_bom
+    from ..reliability.cost import cost
     from ..reliability.params import load_params
+    from ..reliability.power import power
 
     params = load_params()
     domains = math.ceil(gpus / system.devices_per_domain)
-    cl = build_cluster(system, domains, scaleout, catalog=catalog)
-    bom = bill_of_materials(cl)
-    it_w = float(bom.power_kw or 0.0) * 1e3
-    cost = float(bom.cost_usd or 0.0)
-    notes = []
-    unpriced = [ln for ln in bom.lines if ln.price_usd is None and ln.category == "compute" and ln.item == "accelerators"]
-    if unpriced:
-        p = params.price_by_system.get(system.id)
-        if p is None:
-            cost = float("nan")
-            notes.append(f"no price for {system.id}: cost unknown")
-        else:
-            cost += sum(ln.count for ln in unpriced) * p.value
-            notes.append(f"accelerators priced at {p.value:,.0f} USD each ({p.assumed or p.source})")
-    pue = params.power["pue"].value
-    kwh = params.cost["energy_usd_per_kwh"].value
-    years = params.cost["amortization_years"].value
+    counts = counts_from_bom(system, domains, scaleout)
+    if counts is None:  # no scale-out fabric to count the network from
+        from ..errors import InputError
+
+        raise InputError(f"{system.id}: serving economics need a scale-out fabric", hint="pass --fabric")
+    pw = power(system, scaleout, counts, params)
+    cst = cost(system, scaleout, counts, pw, params)
     frac = gpus / (domains * system.devices_per_domain)
-    usd_h = cost * frac / (years * 8766.0) + it_w * frac * pue / 1e3 * kwh
-    notes.append(f"PUE {pue}, {kwh} USD/kWh, {years:g}-year amortisation (reliability defaults)")
-    return {"capex_usd": cost * frac, "it_power_kw": it_w * frac / 1e3, "facility_power_kw": it_w * frac * pue / 1e3,
-            "usd_per_hour": usd_h, "notes": notes}
+    return {"capex_usd": cst.capex_usd * frac, "it_power_kw": pw.it_w * frac / 1e3,
+            "facility_power_kw": pw.facility_w * frac / 1e3, "usd_per_hour": cst.usd_per_hour * frac,
+            "notes": list(dict.fromkeys([*pw.assumptions, *cst.assumptions]))}
 
 
 def _econ_for(tokens_per_s: float, econ: dict) -> dict[str, Any]:
