@@ -55,8 +55,10 @@ def resolve_model(model: str | ModelSpec | dict, model_files: tuple[str, ...] = 
         data = dict(model)
         base = data.pop("base", None)
         mid = str(data.pop("id", data.get("name", "custom"))).lower().replace(" ", "-")
-        if base:
-            return get_model(base, model_files).with_(id=mid, **data)
+        if base:  # the zoo model's fields, changed by the given ones, through the same strict schema
+            b = get_model(str(base), model_files)
+            fields = {k: v for k, v in b.to_dict().items() if k != "id"}
+            return model_from_dict(mid, {**fields, **data}, origin=f"a change of {b.id}").with_(extra=b.extra)
         return model_from_dict(mid, data, origin="scenario")
     return get_model(str(model), model_files)
 
@@ -306,6 +308,8 @@ def plan_request(*, model: str | ModelSpec | None = None, system: str | None = N
 
     margin = DEFAULT_MEMORY_MARGIN_GB if memory_margin is None else check_memory_margin(memory_margin)
     check_oversubscription(oversubscription)
+    if workers < 1:
+        raise InputError(f"--workers must be a positive integer, got {workers}", hint="1 evaluates in this process")
     if top < 1:
         raise InputError(f"--top must be positive, got {top}")
     fixed = {k: (v,) for k, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
@@ -409,15 +413,10 @@ def stacks() -> dict[str, Any]:
 def device_price_usd(system: Any) -> float | None:
     """All-in price per accelerator (server / rack share) for sweeps' cost: the catalog's
     ``price_usd_per_device``, else the reliability area's sourced/assumed defaults by system."""
-    if system.price_usd_per_device is not None:
-        return float(system.price_usd_per_device)
-    try:
-        from .reliability.params import load_params
-    except ImportError:
-        return None
-    params = load_params()
-    p = params.price_by_system.get(system.id) or params.cost.get("default_usd_per_device")
-    return float(p.value) if p is not None else None
+    from .reliability.assumptions import device_price
+    from .reliability.params import load_params
+
+    return device_price(system, load_params()).value
 
 
 def design_cost_power(job: Any, catalog: Any) -> tuple[float | None, float | None]:
@@ -552,6 +551,12 @@ def compare(designs: list[str], *, model: str | None = None, gpus: int | None = 
     check_cost_inputs(price_kwh)
     if gpus is not None and not gpus > 0:
         raise InputError(f"--gpus must be positive, got {gpus}", hint="pass a value above zero to --gpus")
+    from .limits import check_limit
+
+    if gpus is not None:
+        check_limit("gpus", gpus)
+    if global_batch is not None:
+        check_limit("global_batch", global_batch, flag="--global-batch")
     if mfu is not None and not 0 < mfu <= 1:
         raise InputError(f"--mfu must be in (0, 1], got {mfu}")
     if global_batch is not None and not global_batch > 0:

@@ -22,6 +22,12 @@ LIMITS: dict[str, tuple[float, str]] = {
     "micro_batches": (500_000, "micro-batch x stage x virtual-stage slots the event engine simulates (~1 GB); raise --micro-batch or use --engine analytical"),
     "days": (3_650, "ten years of training"),
     "sweep_jobs": (1_000_000, "jobs per sweep; split the sweep file"),
+    "global_batch": (16_777_216, "2^24 sequences per step (Llama 3 405B trained on 2,048-16,384)"),
+    "seq_len": (16_777_216, "2^24 tokens per sequence (the longest published contexts are ~10M)"),
+    "model_dim": (1_048_576, "2^20 for hidden / FFN / head counts (the largest published models use < 2^17)"),
+    "layers": (100_000, "transformer layers (the deepest published LLMs have a few hundred)"),
+    "vocab": (16_777_216, "2^24 vocabulary entries (published vocabularies are < 2^18)"),
+    "oversubscription": (64, "leaf down:up ratio; a radix-128 leaf allows at most 127:1, real fabrics use <= 4:1"),
 }
 
 
@@ -40,3 +46,4 @@ def check_finite(label: str, value: float | None) -> None:
     """Refuse NaN and infinities anywhere in numeric input."""
     if value is not None and not math.isfinite(value):
         raise InputError(f"{label} must be a finite number, got {value!r}", hint="give a number such as 8 or 0.5")
+

@@ -67,6 +67,15 @@ def _depth(node: yaml.Node, limit: int) -> int:
     return best
 
 
+def is_file(text: str | os.PathLike) -> bool:
+    """Whether ``text`` names an existing file; False for what cannot be a path (too long, NUL bytes),
+    so a long or odd *name* is looked up as a name and refused as one, never a crash."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def parse_yaml_text(text: str, label: str) -> Any:
     """Parse YAML text with the limits above; ``label`` names the source in messages."""
     if len(text) > MAX_USER_FILE_BYTES:

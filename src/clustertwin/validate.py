@@ -19,6 +19,7 @@ from typing import Any
 
 from .errors import InputError
 from .sim.machine import uncalibrated_note  # noqa: F401  (re-exported)
+from .userfiles import is_file
 from .workload.model import ModelSpec
 from .workload.plan import ParallelPlan, check_plan, make_plan
 from .workload.stacks import FrameworkStack, SoftwareStack, stack_for_framework
@@ -383,7 +384,7 @@ def packaged_path(name: str) -> Path:
 def resolve_validation_path(path: str | Path) -> Path:
     """A CSV path, or the name of a packaged set (``training``, ``collectives``, ``serving``, ``memory``)."""
     text = str(path)
-    if text in PACKAGED_SETS and not Path(text).exists():
+    if text in PACKAGED_SETS and not is_file(text):
         return packaged_path(text)
     return Path(path)
 

@@ -129,6 +129,8 @@ def load_catalog(extra: Sequence[str | os.PathLike] = ()) -> Catalog:
 
 # Calibration sections whose entries are keyed by system id (``clustertwin calibrate`` writes these).
 SYSTEM_KEYED_CALIBRATION = frozenset({"collectives"})
+# every section an engine reads (collectives/params.py, sim/machine.py, workload/stacks.py, calibrate_gpu.py)
+CALIBRATION_SECTIONS = frozenset({"collectives", "step_efficiency", "stack_efficiency", "gpu_profile"})
 
 
 def _stamp(path: str) -> tuple[int, int]:
@@ -167,6 +169,10 @@ def _load(user_paths: tuple[str, ...], _stamps: tuple[tuple[int, int], ...]) -> 
             for key, entry in getattr(parsed, section).items():
                 raw[section][key] = (label, entry)
         for sec, entries in parsed.calibration.items():
+            if sec not in CALIBRATION_SECTIONS:  # an unknown section would be silently ignored
+                err = UnknownNameError("calibration section", sec, CALIBRATION_SECTIONS)
+                raise InputError(f"catalog file {label!r}: calibration.{sec}: {err.message}", suggestions=err.suggestions,
+                                 hint="sections: " + ", ".join(sorted(CALIBRATION_SECTIONS)))
             calibration.setdefault(sec, {}).update(entries)
             cal_origin.update({(sec, k): label for k in entries})
 

@@ -175,9 +175,14 @@ def estimate_cmd(
                "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap,
                "microbatch_group": microbatch_group, "stack": stack, "etp": etp,
                "pipeline_schedule": pipeline_schedule, "uneven_pipeline": uneven_pipeline}
-    for k, v in plan_kw.items():
+    for k, v in {**plan_kw, "gpus": gpus}.items():
         if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k == "zero" else 1):
             raise InputError(f"--{k.replace('_', '-')} must be positive, got {v}", hint="pass a positive integer")
+    from ..limits import check_limit
+
+    for k in ("global_batch", "seq_len"):
+        if plan_kw[k] is not None:
+            check_limit(k, plan_kw[k], flag=f"--{k.replace('_', '-')}")
     if scenario is not None:
         sc = api.load_scenario(scenario, catalog=cat, overrides={**plan_kw, "model": model, "system": system,
                                                                  "gpus": gpus, "fabric": fabric})

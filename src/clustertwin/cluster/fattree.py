@@ -58,6 +58,9 @@ def check_oversubscription(value: float) -> float:
     if not (v >= 1.0) or not math.isfinite(v):
         raise InputError(f"--oversubscription must be >= 1 (the leaf's down:up port ratio), got {value}",
                          hint="1 is a non-blocking fat tree, 2 means 2:1")
+    from ..limits import check_limit
+
+    check_limit("oversubscription", v)  # absurd ratios (1e12:1) are refused, not priced
     return v
 
 KINDS = ("fat-tree", "rail", "dual-plane")

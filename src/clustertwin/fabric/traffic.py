@@ -210,6 +210,9 @@ def read_matrix(path: str | Path, n_gpus: int) -> Phase:
         b = _num(b, "bytes", where)
         if b < 0:
             raise InputError(f"{where}: negative size {row['bytes']!r}", hint="sizes are bytes >= 0")
+        from ..limits import check_limit
+
+        check_limit("message_bytes", b, flag=f"{where}: bytes")
         t0 = _num(row.get("start_s", 0) or 0, "start_s", where)
         if t0 < 0:
             raise InputError(f"{where}: negative start time {t0}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, UnknownNameError
+from ..userfiles import is_file
 from .planning import PlanRequest
 
 
@@ -27,7 +28,7 @@ def read_row(spec: str) -> dict[str, str]:
     from ..validate import read_rows, resolve_validation_path
 
     path, rid = split_row_spec(spec)
-    p = resolve_validation_path(path) if not Path(path).exists() else Path(path)
+    p = Path(path) if is_file(path) else resolve_validation_path(path)
     rows = read_rows(p)
     by_id = {(r.get("id") or "").strip(): r for r in rows}
     if rid not in by_id:

@@ -117,13 +117,18 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     if seq is None:
         seq = int(getattr(model, "seq_len", 0) or 2048)
         defaults["seq_len"] = seq
+    if seq < 1:
+        raise InputError(f"--seq-len must be a positive integer, got {seq}", hint="tokens per sequence, e.g. 8192")
     gb = req.global_batch
     if gb is None:
         gb = max(1, DEFAULT_TOKENS_PER_BATCH // max(int(seq), 1))  # a bad --seq-len is refused just below
         defaults["global_batch"] = gb
-    for name, v in (("--gpus", gpus), ("--global-batch", gb), ("--seq-len", seq), ("--top", req.top_k)):
+    for name, v in (("--gpus", gpus), ("--global-batch", gb), ("--seq-len", seq), ("--top", req.top_k),
+                    ("--workers", req.workers)):
         if v < 1:
             raise InputError(f"{name} must be a positive integer, got {v}", hint=f"pass {name} 1 or more")
+    check_limit("global_batch", gb, flag="--global-batch")
+    check_limit("seq_len", seq, flag="--seq-len")
     if req.fabric is not None and not isinstance(req.fabric, str):  # a resolved ScaleOutTech (plan --from-row)
         fabric, fabric_id = req.fabric, req.fabric.id
     else:

@@ -18,7 +18,7 @@ from typing import Any
 from ..catalog import Catalog
 from ..errors import InputError, UnknownNameError
 from ..hardware import ScaleOutTech, SystemSpec
-from ..userfiles import read_yaml
+from ..userfiles import is_file, read_yaml
 from .counts import ComponentCounts
 from .params import Params
 
@@ -55,7 +55,7 @@ def parse_design(text: str, cat: Catalog, params: Params | None = None, *, gpus:
     text = str(text).strip()
     if not text:
         raise InputError("empty design", hint="write SYSTEM[xDOMAINS][@FABRIC], e.g. gb200-nvl72x8@ib-ndr-400g")
-    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+    if text.endswith((".yaml", ".yml")) or is_file(text):
         return _from_file(Path(text), cat, params)
     base, at, fab = text.partition("@")
     if at and not fab:

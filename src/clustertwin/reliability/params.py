@@ -10,6 +10,7 @@ or ``assumed`` with the reason. Assumptions are listed in command output.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +51,8 @@ class _ParamIn(BaseModel):
     def _check(self) -> _ParamIn:
         if not (self.source or self.assumed):
             raise ValueError("every number needs `source` (where it comes from) or `assumed` (why it is assumed)")
-        if self.value <= 0:
-            raise ValueError(f"value must be positive, got {self.value}")
+        if not (math.isfinite(self.value) and self.value > 0):
+            raise ValueError(f"value must be a finite positive number, got {self.value}")
         return self
 
     def to(self) -> Param:

@@ -61,6 +61,10 @@ def resolve(req: ServeRequest, catalog=None):
     system = catalog.system(req.system)
     scaleout = catalog.fabric(req.scaleout or system.default_scaleout)
     engine = get_engine(req.engine)
+    if req.ep < 1:  # checked as given (a dense model runs ep 1, but a bad value is still an error)
+        raise InputError(f"--ep must be >= 1, got {req.ep}", hint="pass --ep 1 or more")
+    if req.qps > 0 and req.requests < 1:
+        raise InputError(f"--requests must be >= 1 with --qps, got {req.requests}", hint="e.g. --requests 2000")
     dep = Deployment(tp=req.tp, ep=req.ep if model.is_moe else 1, pp=req.pp, dp_attention=req.dp_attention,
                      weights_dtype=req.weights_dtype, kv_dtype=req.kv_dtype, max_batch=req.max_batch,
                      max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
@@ -105,9 +109,8 @@ def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
         pre = build_instance(model, system, scaleout, pdep, engine, catalog=catalog)
         dec = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
         res = evaluate(pre, dec, wl, p, d, same_domain=p + d <= system.devices_per_domain)
-        out = {"mode": "disaggregated", "model": model.id, "system": system.id, "gpus": p + d,
-               "prefill_gpus_per_instance": pre.gpus, "decode_gpus_per_instance": dec.gpus, **res.to_dict()}
-        return out
+        return {"mode": "disaggregated", "model": model.id, "system": system.id, "gpus": p + d,
+                "prefill_gpus_per_instance": pre.gpus, "decode_gpus_per_instance": dec.gpus, **res.to_dict()}
     inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
     replicas = gpus // inst.gpus
     base = offline(inst, wl.input_len, wl.output_len)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, UnknownNameError
+from ..userfiles import is_file
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +149,17 @@ def _check_model(m: ModelSpec) -> None:
     for name in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size"):
         if getattr(m, name) <= 0:
             bad(f"{name} must be positive, got {getattr(m, name)}", "check the model definition")
+    from ..limits import LIMITS
+
+    for names, limit in ((("num_layers",), "layers"), (("vocab_size",), "vocab"), (("seq_len",), "seq_len"),
+                         (("hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "num_experts",
+                           "moe_ffn_hidden_size"), "model_dim")):
+        for name in names:
+            v = getattr(m, name, 0) or 0
+            if not isinstance(v, int) or isinstance(v, bool) or v > LIMITS[limit][0]:
+                bad(f"{name} = {v!r} is above the limit of {LIMITS[limit][0]:,.0f} ({LIMITS[limit][1]})"
+                    if isinstance(v, int | float) and not isinstance(v, bool) and v == v else
+                    f"{name} must be a whole number, got {v!r}", "see the limits table in docs/limits.md")
     if m.num_attention_heads % m.num_kv_heads:
         bad(
             f"num_attention_heads ({m.num_attention_heads}) is not a multiple of num_kv_heads ({m.num_kv_heads})",
@@ -234,7 +246,7 @@ def get_model(name: str, extra_files: tuple[str, ...] = ()) -> ModelSpec:
         table.update(load_models(f))
     if name in table:
         return table[name]
-    if name.endswith((".yaml", ".yml")) and Path(name).exists():
+    if name.endswith((".yaml", ".yml")) and is_file(name):
         models = load_models(name)
         return next(iter(models.values()))
     raise UnknownNameError("model", name, table, hint="list them with `clustertwin estimate --help`; or pass a model YAML file")

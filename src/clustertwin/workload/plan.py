@@ -134,8 +134,13 @@ def make_plan(
             raise InputError(f"--{name} must be a positive integer, got {v}", hint=f"pass --{name} 1 or more")
     from ..limits import check_limit
 
+    check_limit("seq_len", seq_len, flag="--seq-len")
     if gpus is not None:
+        if int(gpus) < 1:
+            raise InputError(f"--gpus must be a positive integer, got {gpus}", hint="pass --gpus 1 or more")
         check_limit("gpus", gpus)
+    if global_batch is not None:
+        check_limit("global_batch", global_batch, flag="--global-batch")
     if dp is None:
         if gpus is None:
             dp = 1
