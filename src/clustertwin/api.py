@@ -97,11 +97,14 @@ def load_scenario(path: str | Path, *, catalog=None, catalog_paths=(), overrides
     plan = {k: v for k, v in sc.plan.model_dump().items() if v is not None} if sc.plan else {}
     plan.update({k: v for k, v in (overrides or {}).items() if v is not None and k in _PLAN_KEYS})
     ov = overrides or {}
-    return build_scenario(
-        model=ov.get("model") or data["model"], system=ov.get("system") or data["system"],
-        gpus=ov.get("gpus") or data.get("gpus"), fabric=ov.get("fabric") or data.get("fabric"),
-        catalog=catalog, catalog_paths=catalog_paths, name=str(data.get("name") or p.stem), **plan,
-    )
+    from .errors import in_file
+
+    with in_file(f"scenario {str(p)!r}"):  # an error in what the file gives names the file
+        return build_scenario(
+            model=ov.get("model") or data["model"], system=ov.get("system") or data["system"],
+            gpus=ov.get("gpus") or data.get("gpus"), fabric=ov.get("fabric") or data.get("fabric"),
+            catalog=catalog, catalog_paths=catalog_paths, name=str(data.get("name") or p.stem), **plan,
+        )
 
 
 def network_model(network: str = "analytical", *, routing: str | None = None, seed: int = 0,

@@ -4,7 +4,8 @@ is our bug (exit code 1). Every message says what is wrong and how to fix it."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 class InputError(ValueError):
@@ -55,3 +56,14 @@ def plural(noun: str) -> str:
 
 def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
     return difflib.get_close_matches(name, list(known), n=n, cutoff=0.5)
+
+
+@contextmanager
+def in_file(label: str) -> Iterator[None]:
+    """Name the user file an InputError came from (``s.yaml: unknown system 'hgx-h10'``), once."""
+    try:
+        yield
+    except InputError as exc:
+        if label in exc.message:
+            raise
+        raise InputError(f"{label}: {exc.message}", hint=exc.hint, suggestions=exc.suggestions) from None

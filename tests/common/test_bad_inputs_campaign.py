@@ -55,3 +55,21 @@ def test_user_files_are_refused_by_field(capsys, tmp_path, monkeypatch, name, te
     code, _, err = run_cli(capsys, *argv)
     assert code == 2 and word in err and "Traceback" not in err, (code, err)
     assert (tmp_path / name).read_text() == text  # the user's file is left as it was
+
+
+NAMED = [
+    ("m.yaml", "model: llama3-8b\nsystem: hgx-h10\ngpus: 16\n", ["estimate", "m.yaml"], "scenario 'm.yaml'"),
+    ("d.yaml", "system: hgx-h10\ndomains: 2\n", ["power", "d.yaml"], "design file 'd.yaml'"),
+    ("w.yaml", "name: s\ndesigns: {system: hgx-h100, domains: [2]}\nmodels: llama9\nglobal_batch: 64\n",
+     ["sweep", "w.yaml", "--db", "r.db"], "w.yaml: unknown model"),
+    ("t.csv", "src,dst,bytes\n0,9,nan\n", ["fabric", "matrix", "--system", "hgx-h100", "--domains", "2", "--matrix",
+                                          "t.csv"], "t.csv flow 1"),
+]
+
+
+@pytest.mark.parametrize("name,text,argv,word", NAMED, ids=[n for n, *_ in NAMED])
+def test_errors_inside_a_user_file_name_the_file(capsys, tmp_path, monkeypatch, name, text, argv, word):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text(text)
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2 and word in err, (code, err)

@@ -206,7 +206,10 @@ def read_matrix(path: str | Path, n_gpus: int) -> Phase:
         if isinstance(b, str) and b.strip() and b.strip()[-1:].isalpha():
             if b.strip().startswith("-"):
                 raise InputError(f"{where}: negative size {b!r}", hint="sizes are bytes >= 0")
-            b = parse_size(b)
+            from ..errors import in_file
+
+            with in_file(where):
+                b = parse_size(b)
         b = _num(b, "bytes", where)
         if b < 0:
             raise InputError(f"{where}: negative size {row['bytes']!r}", hint="sizes are bytes >= 0")

@@ -187,7 +187,6 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
 def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep file",
                 catalog_paths: Sequence[str] = (), resolve: Callable[[str], Any] | None = None) -> Sweep:
     """Validate a sweep mapping against the catalog and the model zoo and expand it to chunks."""
-    from .. import __version__
 
     try:
         spec = SweepIn.model_validate(dict(data))
@@ -197,6 +196,16 @@ def build_sweep(data: Mapping[str, Any], catalog: Any, *, label: str = "sweep fi
         raise InputError(f"{label}: {loc}: {err['msg']}",
                          hint="keys: name, designs (system, domains|gpus, fabric, oversubscription), models, "
                               "global_batch, seq_len, dtype, search, chunk_size") from None
+    from ..errors import in_file
+
+    with in_file(label):
+        return _expand(spec, catalog, label, catalog_paths, resolve)
+
+
+def _expand(spec: SweepIn, catalog: Any, label: str, catalog_paths: Sequence[str],
+            resolve: Callable[[str], Any] | None) -> Sweep:
+    from .. import __version__
+
     stack = get_stack(spec.stack)
     options = with_stack(spec.search.to_options(), stack)
     engine_options = {**stack.engine_options(), **spec.engine_options}

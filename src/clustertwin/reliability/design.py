@@ -56,7 +56,10 @@ def parse_design(text: str, cat: Catalog, params: Params | None = None, *, gpus:
     if not text:
         raise InputError("empty design", hint="write SYSTEM[xDOMAINS][@FABRIC], e.g. gb200-nvl72x8@ib-ndr-400g")
     if text.endswith((".yaml", ".yml")) or is_file(text):
-        return _from_file(Path(text), cat, params)
+        from ..errors import in_file
+
+        with in_file(f"design file {text!r}"):
+            return _from_file(Path(text), cat, params)
     base, at, fab = text.partition("@")
     if at and not fab:
         raise InputError(f"design {text!r} ends with '@' but names no fabric",
