@@ -64,6 +64,7 @@ def in_file(label: str) -> Iterator[None]:
     try:
         yield
     except InputError as exc:
-        if label in exc.message:
-            raise
-        raise InputError(f"{label}: {exc.message}", hint=exc.hint, suggestions=exc.suggestions) from None
+        if label not in exc.message:
+            exc.message = f"{label}: {exc.message}"  # the same error (and type), with the file named
+            exc.args = (exc.render(),)
+        raise
