@@ -3,6 +3,9 @@
 GPUs, global batch, sequence length, precision, framework preset from the row) and print the ratio
 of the best plan's predicted tokens/s to the published tokens/s, and whether the published layout
 (tp, pp, dp, cp, ep) is among the planner's top 5. A ratio far above 1 is a modelling error to find.
+The `own/pub` column is the model at the row's own layout over the published tokens/s (the validator's
+prediction): when best/pub is much higher than own/pub the search found a region of the space (micro-
+batch, EP, ZeRO, recompute) where the model is more optimistic than at the layout the experts ran.
 
     python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5]
 
@@ -19,7 +22,7 @@ from clustertwin import load_catalog
 from clustertwin.errors import InputError
 from clustertwin.planner.fromrow import published_tokens_per_s, request_from_row, row_layout
 from clustertwin.planner.planning import plan
-from clustertwin.validate import packaged_path, read_rows
+from clustertwin.validate import packaged_path, predict_training_row, read_rows
 
 
 def main() -> None:
@@ -32,8 +35,8 @@ def main() -> None:
     keys = ("tp", "pp", "dp", "cp", "ep")
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
-          f"{'best layout':<22} {'best/pub':>8} {'pub rank':>8} {'s':>5}")
-    ratios, in_top, failed = [], 0, []
+          f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'s':>5}")
+    ratios, in_top, failed, moe = [], 0, [], []
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -49,14 +52,16 @@ def main() -> None:
         best = rep.plans[0]
         rank = next((p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
         ratio = best["tokens_per_s"] / pub if pub else float("nan")
+        own = float(r["measured_step_time_s"]) / predict_training_row(r, cat) if pub else float("nan")
         ratios.append(ratio)
+        moe.append(int(float(r.get("num_experts") or 0)) > 1)
         in_top += rank is not None
 
         def fmt(p):
             return "TP{tp} PP{pp} DP{dp} CP{cp} EP{ep}".format(**{k: int(p[k]) for k in keys})
 
         print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
-              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {str(rank or '-'):>8} {time.perf_counter() - t0:5.1f}",
+              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:8.3f} {str(rank or '-'):>8} {time.perf_counter() - t0:5.1f}",
               flush=True)
     if ratios:
         s = sorted(ratios)
@@ -64,6 +69,11 @@ def main() -> None:
         print(f"\nbest/published over {len(s)} rows: median {statistics.median(s):.3f}, quartiles {q[0]:.3f} / "
               f"{q[2]:.3f}, min {s[0]:.3f}, max {s[-1]:.3f}; above 1.10: {sum(x > 1.10 for x in s)}, above 1.30: "
               f"{sum(x > 1.30 for x in s)}, below 0.90: {sum(x < 0.90 for x in s)}")
+        for name, sel in (("dense", [x for x, m in zip(ratios, moe, strict=True) if not m]),
+                          ("MoE", [x for x, m in zip(ratios, moe, strict=True) if m])):
+            if sel:
+                print(f"  {name} rows ({len(sel)}): median {statistics.median(sel):.3f}, min {min(sel):.3f}, "
+                      f"max {max(sel):.3f}, above 1.30: {sum(x > 1.30 for x in sel)}")
         print(f"published layout in the top {a.top}: {in_top} of {len(s)}; no plan: {len(failed)}; "
               f"{time.perf_counter() - t_all:.0f} s")
 
