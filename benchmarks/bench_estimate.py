@@ -18,6 +18,7 @@ includes other processes. Run: ``python benchmarks/bench_estimate.py [--plans 20
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import subprocess
@@ -28,12 +29,13 @@ import numpy as np
 
 from clustertwin.catalog import load_catalog
 from clustertwin.errors import InputError
-from clustertwin.planner.space import ModelShape, SpaceOptions, structural_space
+from clustertwin.planner.space import SCHEDULES, ModelShape, SpaceOptions, structural_space
 from clustertwin.sim import comm, estimate, estimate_batch, kernels
 from clustertwin.workload import get_model, make_plan
-from clustertwin.workload.plan import RECOMPUTE
+from clustertwin.workload.plan import RECOMPUTE, check_plan
 
 GPUS = 16384
+_MAKE_PLAN_ARGS = set(inspect.signature(make_plan).parameters)
 
 
 def _plans(model, system, k: int, seed: int) -> list:
@@ -54,9 +56,12 @@ def _plans(model, system, k: int, seed: int) -> list:
         if key in seen:
             continue
         seen.add(key)
-        kw = {a: v for a, v in row.items() if a not in ("recompute", "dp")}
+        kw = {a: v for a, v in row.items() if a in _MAKE_PLAN_ARGS and a not in ("recompute", "dp")}
+        if "schedule" in row:
+            kw["pipeline_schedule"] = SCHEDULES[row["schedule"]]
         try:
             p = make_plan(gpus=GPUS, global_batch=gb, seq_len=8192, recompute=RECOMPUTE[row["recompute"]], **kw)
+            check_plan(model, p)  # the stack's limits (the default stack runs 1F1B only)
         except InputError:
             continue
         plans.append(p)

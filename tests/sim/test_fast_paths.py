@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustertwin.collectives import collective_time as nccl_time
-from clustertwin.planner.space import ModelShape, space_size, structural_space
+from clustertwin.planner.space import SCHEDULES, ModelShape, space_size, structural_space
 from clustertwin.sim import comm, estimate, estimate_batch, kernels
 from clustertwin.sim.costs import make_hardware
 from clustertwin.workload import get_model, make_plan
@@ -82,6 +82,8 @@ def test_scalar_estimate_equals_direct_pricing(cat, data):
     i = data.draw(st.integers(0, space_size(sp) - 1))
     row = {k: np.asarray(v)[i].item() for k, v in sp.items()}
     kw = {k: v for k, v in row.items() if k in _MAKE_PLAN_ARGS and k != "recompute"}
+    if "schedule" in row:
+        kw["pipeline_schedule"] = SCHEDULES[int(row["schedule"])]
     plan = make_plan(gpus=gpus, global_batch=gb, seq_len=seq, recompute=RECOMPUTE[int(row["recompute"])], **kw)
     if data.draw(st.booleans()):
         comm.clear_tables()  # cold: every collective and GEMM priced by the model now
