@@ -40,6 +40,7 @@ BOUNDS = {  # the physical ranges params.py accepts
     "small_msg_bw_fraction": (1e-4, 1.0),
     "pipeline_fill_us": (0.0, 1000.0),
     "pipeline_fill_max_us": (0.0, 1e5),
+    "host_launch_us": (0.0, 1000.0),
 }
 STARTS = {
     "latency_scale": (0.8, 1.0, 1.3, 2.5),
@@ -48,19 +49,22 @@ STARTS = {
     "small_msg_bw_fraction": (0.01, 0.1),
     "pipeline_fill_us": (0.5, 1.5, 3.0, 6.0),
     "pipeline_fill_max_us": (100.0, 1000.0),
+    "host_launch_us": (3.0, 5.0),
 }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("tech", help="catalog scale-up technology id, e.g. nvlink4")
+    ap.add_argument("tech", help="catalog scale-up technology id, e.g. nvlink4; several comma-separated, or "
+                    "'all', fit ONE parameter set over all their rows (host_launch_us is one host-side constant)")
     ap.add_argument("--keys", default="latency_scale,pipeline_fill_us")
     ap.add_argument("--start", help="one start point (comma-separated, one value per key) instead of the grid")
     a = ap.parse_args()
     keys = a.keys.split(",")
     base = load_catalog()
     with open(packaged_path("collectives"), newline="", encoding="utf-8") as fh:
-        rows = [r for r in csv.DictReader(fh) if base.system(r["system"]).scaleup.id == a.tech]
+        techs = a.tech.split(",")
+        rows = [r for r in csv.DictReader(fh) if a.tech == "all" or base.system(r["system"]).scaleup.id in techs]
     if not rows:
         raise SystemExit(f"no public collectives row on a {a.tech} system")
     systems = sorted({r["system"] for r in rows})

@@ -193,8 +193,12 @@ def _prepare(size_bytes, n_ranks, ranks_per_domain):
     return S, n, g, scalar
 
 
-def evaluate(op: str, S, n, g, P: CollectiveParams, algo: str = "auto"):
+def evaluate(op: str, S, n, g, P: CollectiveParams, algo: str = "auto", gpus_per_process=1):
     """Times of every candidate algorithm, min over protocols.
+
+    ``gpus_per_process``: GPUs whose collectives one host thread enqueues (nccl-tests ``-g N``; 1 for
+    one process per GPU, as torchrun / mpirun launch); the host enqueues them one after the other, so
+    back-to-back collectives cannot run faster than ``gpus_per_process x host_launch``.
 
     Returns ``(names, times[len(names), ...], protocol_index[len(names), ...])``; infeasible entries
     are ``inf``.
@@ -214,6 +218,9 @@ def evaluate(op: str, S, n, g, P: CollectiveParams, algo: str = "auto"):
         ts.append(np.min(t3, axis=0))
     t = np.stack(ts)
     p = np.stack(ps)
+    if P.host_launch_s > 0:
+        G = np.clip(np.asarray(gpus_per_process, dtype=float), 1.0, None)
+        t = np.maximum(t, G * P.host_launch_s)
     single = n <= 1
     t = np.where(single, 0.0, t)
     return names, t, p
@@ -228,6 +235,8 @@ def collective_time(
     scaleout: ScaleOutTech,
     algo: str = "auto",
     catalog=None,
+    *,
+    gpus_per_process=1,
 ):
     """Seconds one NCCL-style collective takes on a group of ranks placed on ``system``.
 
@@ -246,6 +255,9 @@ def collective_time(
         ``ring|pat``; all_to_all ``direct|pxn|pairwise``; broadcast / reduce ``ring``; send_recv ``p2p``.
     catalog : optional :class:`~clustertwin.catalog.Catalog`; its ``calibration: collectives:``
         section (written by ``clustertwin calibrate``) overrides the shipped per-system constants.
+    gpus_per_process : GPUs one host thread drives (keyword; default 1 = one process per GPU, as
+        training launchers and multi-node ``mpirun`` use). nccl-tests ``-g 8`` is 8: the host enqueues
+        the 8 GPUs' collectives serially, a floor of 8 x ``host_launch_us`` per collective.
 
     Returns
     -------
@@ -258,7 +270,7 @@ def collective_time(
     """
     S, n, g, scalar = _prepare(size_bytes, n_ranks, ranks_per_domain)
     P = resolve_params(system, scaleout, catalog)
-    _, t, _ = evaluate(op, S, n, g, P, algo)
+    _, t, _ = evaluate(op, S, n, g, P, algo, gpus_per_process)
     out = t.min(axis=0)
     return float(out) if scalar else out
 
@@ -309,12 +321,15 @@ def sweep(
     scaleout: ScaleOutTech,
     algo: str = "auto",
     catalog=None,
+    *,
+    gpus_per_process: int = 1,
 ) -> list[CollectiveResult]:
-    """A result per size (vectorised over sizes), with the chosen algorithm and protocol."""
+    """A result per size (vectorised over sizes), with the chosen algorithm and protocol
+    (``gpus_per_process`` as in :func:`collective_time`)."""
     op = normalize_op(op)
     S, n, g, _ = _prepare(np.atleast_1d(np.asarray(sizes, dtype=float)), n_ranks, ranks_per_domain)
     P = resolve_params(system, scaleout, catalog)
-    names, t, p = evaluate(op, S, n, g, P, algo)
+    names, t, p = evaluate(op, S, n, g, P, algo, gpus_per_process)
     best = np.argmin(t, axis=0)
     idx = np.arange(S.size)
     tb = t[best, idx]
@@ -359,6 +374,9 @@ def estimate_collective(
     scaleout: ScaleOutTech,
     algo: str = "auto",
     catalog=None,
+    *,
+    gpus_per_process: int = 1,
 ) -> CollectiveResult:
     """Scalar API: time, algbw, busbw (nccl-tests definitions), chosen algorithm and protocol."""
-    return sweep(op, [size_bytes], n_ranks, ranks_per_domain, system, scaleout, algo, catalog)[0]
+    return sweep(op, [size_bytes], n_ranks, ranks_per_domain, system, scaleout, algo, catalog,
+                 gpus_per_process=gpus_per_process)[0]

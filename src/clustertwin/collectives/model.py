@@ -89,6 +89,17 @@ def _finish(P: CollectiveParams, lat, W, mask, d):
     return np.where(mask, full, INF)
 
 
+def _domain_index(d):
+    """NCCL's tuner column: 0 one node (domain), 1 two, 2 more (tuning.cc index2)."""
+    return np.where(d <= 1, 0, np.where(d <= 2, 1, 2))
+
+
+def _ll_cap(P: CollectiveParams, d):
+    """NCCL 2.28 tuning.cc llMaxBws: the LL protocol's bus bandwidth cap (flag-per-8-byte stores are
+    latency bound per channel), by GPU generation inside one domain and by host CPU across domains."""
+    return np.choose(_domain_index(d), P.ll_max_bw)
+
+
 def _ll128_mask(P: CollectiveParams, d):
     ok = P.intra_kind == "nvlink"
     return (d <= 1) | P.ll128_multinode if ok else np.zeros_like(d, dtype=bool)
@@ -110,7 +121,9 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
     g, d = _domains(n, g)
     if kind == "ar":
         # NCCL master tuning.cc: nInterSteps = 2·nNodes for a multi-node all-reduce (was 2·(nNodes−1))
-        nsteps, ninter, fbytes = 2 * (n - 1), np.where(d > 1, 2 * d, 0.0), 2 * (n - 1) / n
+        # (never more network steps than steps: one rank per node -> every step crosses)
+        nsteps, fbytes = 2 * (n - 1), 2 * (n - 1) / n
+        ninter = np.minimum(np.where(d > 1, 2 * d, 0.0), nsteps)
     elif kind == "ag":
         nsteps, ninter, fbytes = n - 1, d - 1, (n - 1) / n
     else:
@@ -120,10 +133,18 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
         intra = P.hw_intra["ring"][p]
         ov = P.net_overhead_s * (P.net_overhead_simple_mult if p == SIMPLE else 1.0)
         step = np.where(d > 1, np.maximum(intra, ov), intra)
-        lat.append(P.base["ring"][p] + (nsteps - ninter) * step + ninter * P.hw_net["ring"][p])
+        # one rank per node: nothing hides the network latency, NCCL prices it as the tree's (2.28)
+        net = np.where(g <= 1, P.hw_net["tree"][p], P.hw_net["ring"][p])
+        lat.append(P.base["ring"][p] + (nsteps - ninter) * step + ninter * net)
     lat = np.stack(np.broadcast_arrays(*lat))
     B = _bus_bw(P, g, d)
-    W = np.stack([fbytes * S / (B * P.bw_factor[p]) for p in range(3)])
+    # protocol bus bandwidths (tuning.cc 2.28): LL min(llMaxBw, B/2); LL128 min(0.92 B, nCh x per-channel cap)
+    Bp = (
+        np.minimum(B * P.bw_factor[LL], _ll_cap(P, d)),
+        np.minimum(B * P.bw_factor[LL128], P.channels * P.ll128_max_bw_per_channel),
+        B * P.bw_factor[SIMPLE],
+    )
+    W = np.stack(np.broadcast_arrays(*[fbytes * S / Bp[p] for p in range(3)]))
     return _finish(P, lat, W, _protocol_mask(P, d), d)
 
 
@@ -143,8 +164,11 @@ def tree(P: CollectiveParams, S, n, g):
         )
     )
     B = _bus_bw(P, g, d)
-    f = (1 / 3.8, np.where(d > 1, 120 / 128, 7 / 9), P.tree_bw_factor)
-    W = np.stack(np.broadcast_arrays(*[2 * S / (B * f[p]) for p in range(3)]))
+    # tuning.cc 2.28: tree busBw = min(0.92 B, nCh x perChMaxTreeBw); LL min(that/3.8, llMaxBw);
+    # LL128 x 7/9 (one node) or 120/128
+    Bs = np.minimum(B * P.tree_bw_factor, P.channels * np.choose(_domain_index(d), P.tree_max_bw_per_channel))
+    Bp = (np.minimum(Bs / 3.8, _ll_cap(P, d)), Bs * np.where(d > 1, 120 / 128, 7 / 9), Bs)
+    W = np.stack(np.broadcast_arrays(*[2 * S / Bp[p] for p in range(3)]))
     return _finish(P, lat, W, _protocol_mask(P, d), d)
 
 

@@ -33,6 +33,7 @@ CALIBRATION_KEYS = {
     "nvls_efficiency": "NVLS bandwidth efficiency relative to ring busbw",
     "pipeline_fill_us": "per-stage cost a of chunk pipelining: fill = 2*sqrt(a*W) (us)",
     "pipeline_fill_max_us": "fill once NCCL's chunk size is at its maximum (us)",
+    "host_launch_us": "host-side enqueue + kernel launch per GPU one host thread drives, per collective (us)",
 }
 
 
@@ -51,6 +52,15 @@ def _arch_key(arch: str, table: dict[str, Any]) -> Any:
         if k != "default" and a.startswith(k):
             return table[k]
     return table["default"]
+
+
+def _ll_max_bw(arch: str, table: dict[str, Any]) -> tuple[float, float, float]:
+    """NCCL 2.28 llMaxBws: one scale-up domain -> by GPU generation; across domains -> by host CPU
+    (tuning.cc "for multi-node, we look at CPU type"; the catalog has no CPU vendor: Intel assumed)."""
+    v = _arch_key(arch, table["single_domain"])
+    one = float("inf") if v is None else float(v)
+    two, many = (float(x) for x in table["multi_domain"])
+    return (one * 1e9, two * 1e9, many * 1e9)
 
 
 def _arr3(v: Any) -> tuple[float, float, float]:
@@ -99,6 +109,10 @@ class CollectiveParams:
     pat_per_rank_s: float
     pat_inter_divisor: float
     a2a_per_peer_s: float
+    host_launch_s: float = 0.0  # per GPU driven by one host thread (nccl-tests -g N): floor G x this
+    ll_max_bw: tuple[float, float, float] = (float("inf"),) * 3  # LL busbw cap, 1 / 2 / >2 domains (B/s)
+    ll128_max_bw_per_channel: float = float("inf")  # ring LL128 busbw cap per channel (B/s)
+    tree_max_bw_per_channel: tuple[float, float, float] = (float("inf"),) * 3  # tree busbw cap per channel
     sources: tuple[str, ...] = ()
 
     @property
@@ -223,5 +237,9 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         pat_per_rank_s=float(t["pat_per_rank_us"]) * US,
         pat_inter_divisor=float(t["pat_inter_divisor"]),
         a2a_per_peer_s=float(t.get("a2a_per_peer_us", 0.2)) * US,
+        host_launch_s=_num(entry, "host_launch_us", float(c["host"]["launch_us"]), 0.0, 1000.0, sid) * US,
+        ll_max_bw=_ll_max_bw(arch, c["tuner"]["ll_max_bw_GBps"]),
+        ll128_max_bw_per_channel=float(_arch_key(arch, t["ll128_ring_max_bw_per_channel_GBps"])) * 1e9,
+        tree_max_bw_per_channel=tuple(float(x) * 1e9 for x in _arch_key(arch, t["tree_max_bw_per_channel_GBps"])),
         sources=tuple(str(s) for s in (_tech_note(system.scaleup.id), entry.get("source")) if s),
     )

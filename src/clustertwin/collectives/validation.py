@@ -64,6 +64,10 @@ def row_setup(row: dict[str, str], catalog) -> dict[str, Any]:
     hosts_per_domain = max(1, system.devices_per_domain // max(1, system.devices_per_host))
     g = min(n, per_node * hosts_per_domain, system.devices_per_domain)
     algo = (row.get("algorithm") or "auto").strip().lower() or "auto"
+    # How the sweep was launched is not a column. nccl-tests' documented usage (README "Usage"):
+    # one node -> a single process drives all its GPUs (`-g <ngpus>`); several nodes -> mpirun with
+    # one process per GPU (`-g 1`). The published single-node sweeps here follow the first.
+    gpp = per_node if nodes <= 1 else 1
     return {
         "system": system,
         "fabric": fabric,
@@ -72,13 +76,15 @@ def row_setup(row: dict[str, str], catalog) -> dict[str, Any]:
         "op": normalize_op(row["collective"]),
         "algo": algo,
         "size": float(row["size_bytes"]),
+        "gpus_per_process": gpp,
     }
 
 
 def predict_busbw_row(row: dict[str, str], catalog) -> float:
     """Predicted nccl-tests busbw (GB/s, 1e9 B/s) for one validation row."""
     s = row_setup(row, catalog)
-    t = collective_time(s["op"], s["size"], s["n"], s["g"], s["system"], s["fabric"], s["algo"], catalog)
+    t = collective_time(s["op"], s["size"], s["n"], s["g"], s["system"], s["fabric"], s["algo"], catalog,
+                        gpus_per_process=s["gpus_per_process"])
     if not (t > 0 and math.isfinite(t)):
         raise InputError(f"row {row.get('id', '?')}: the model cannot run {s['op']} with algorithm {s['algo']!r} here")
     return s["size"] / t * busbw_factor(s["op"], s["n"]) / 1e9

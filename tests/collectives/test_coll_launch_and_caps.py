@@ -1,0 +1,68 @@
+"""Host launch floor (single-process nccl-tests -g N vs one process per GPU), NCCL 2.28 protocol caps
+across domains, and how a validation row's launch mode is derived from its columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clustertwin.collectives import collective_time, resolve_params
+from clustertwin.collectives import model as M
+from clustertwin.collectives.params import nccl_constants
+from clustertwin.collectives.validation import row_setup
+
+
+def test_one_thread_driving_g_gpus_floors_small_collectives(catalog):
+    spec, fab = catalog.system("hgx-h200"), catalog.fabric("ib-ndr-400g")
+    host = nccl_constants()["host"]["launch_us"] * 1e-6
+    one = collective_time("all_reduce", 8, 8, 8, spec, fab, algo="ring")
+    assert one < 8 * host  # one process per GPU: the GPU's own latency (ring LL)
+    for gpp in (2, 4, 8, 16):
+        t = collective_time("all_reduce", 8, 8, 8, spec, fab, algo="ring", gpus_per_process=gpp)
+        assert t >= gpp * host * (1 - 1e-12)
+        assert t >= one
+    # large messages are GPU-bound: the launch mode does not matter
+    big = [collective_time("all_reduce", 2**30, 8, 8, spec, fab, gpus_per_process=g) for g in (1, 8)]
+    assert big[0] == pytest.approx(big[1])
+    # arrays broadcast through the keyword
+    arr = collective_time("all_reduce", np.array([8.0, 2.0**30]), 8, 8, spec, fab, gpus_per_process=np.array([8, 8]))
+    assert arr.shape == (2,) and arr[0] >= 8 * host
+
+
+def test_ll_across_domains_is_capped_at_nccl_llmaxbw(catalog):
+    spec, fab = catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g")
+    P = resolve_params(spec, fab)
+    caps = nccl_constants()["tuner"]["ll_max_bw_GBps"]["multi_domain"]
+    S = np.array([2.0**20, 2.0**24])
+    for n, cap in ((16, caps[0]), (64, caps[1])):
+        t = M.ring(P, "ar", S, np.full(2, float(n)), np.full(2, 8.0))
+        w_ll = 2 * (n - 1) / n * S / (cap * 1e9)  # bandwidth time alone at the cap
+        assert np.all(t[M.LL] >= w_ll)
+    # inside one domain LL keeps B/2 (no selection-heuristic cap)
+    t1 = M.ring(P, "ar", np.array([2.0**24]), np.array([8.0]), np.array([8.0]))
+    assert t1[M.LL][0] < 2 * 7 / 8 * 2**24 / (caps[0] * 1e9)
+
+
+def test_one_rank_per_node_ring_pays_the_tree_network_latency(catalog):
+    spec, fab = catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g")
+    P = resolve_params(spec, fab)
+    one = M.ring(P, "ar", np.array([8.0]), np.array([8.0]), np.array([1.0]))  # 8 nodes x 1 GPU
+    net = P.hw_net
+    assert net["tree"][M.LL] > net["ring"][M.LL]
+    # all 2(n-1) = 14 steps cross the network (never more), each at the tree's network latency
+    floor = P.base["ring"][M.LL] + 14 * net["tree"][M.LL]
+    assert floor - 1e-12 <= one[M.LL][0] < floor + 20e-6
+
+
+def _row(**kw):
+    r = {"id": "t", "system": "hgx-h100", "num_gpus": "8", "num_nodes": "1", "gpus_per_node": "8",
+         "collective": "all_reduce", "algorithm": "auto", "size_bytes": "1024"}
+    r.update(kw)
+    return r
+
+
+def test_launch_mode_follows_the_nccl_tests_usage_from_columns(catalog):
+    assert row_setup(_row(), catalog)["gpus_per_process"] == 8  # one node: -g <ngpus>
+    assert row_setup(_row(num_gpus="4", gpus_per_node="4"), catalog)["gpus_per_process"] == 4
+    multi = row_setup(_row(num_gpus="16", num_nodes="2", scale_out="ib-ndr-400g"), catalog)
+    assert multi["gpus_per_process"] == 1  # several nodes: mpirun, one process per GPU
