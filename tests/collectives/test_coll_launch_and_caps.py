@@ -3,6 +3,8 @@ across domains, and how a validation row's launch mode is derived from its colum
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,33 @@ def test_launch_mode_follows_the_nccl_tests_usage_from_columns(catalog):
     assert row_setup(_row(num_gpus="4", gpus_per_node="4"), catalog)["gpus_per_process"] == 4
     multi = row_setup(_row(num_gpus="16", num_nodes="2", scale_out="ib-ndr-400g"), catalog)
     assert multi["gpus_per_process"] == 1  # several nodes: mpirun, one process per GPU
+
+
+def test_tree_pays_nccls_medium_size_correction_and_stays_monotone(catalog):
+    spec, fab = catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g")
+    P = resolve_params(spec, fab)
+    T = nccl_constants()["tuner"]["tree_correction_factor"]
+    # mid-size Simple tree bandwidth is the model's x the correction (entry centre: 2^(k + 0.5) x 64 B)
+    k = 13  # 512 KiB .. 1 MiB: Simple factor 0.5
+    S = np.array([64 * 2 ** (k + 0.5)])
+    n, g = np.array([32.0]), np.array([8.0])
+    t = M.tree(P, S, n, g)[M.SIMPLE][0]
+    P1 = dataclasses.replace(P, tree_correction=np.ones((3, len(T[0]))))
+    t1 = M.tree(P1, S, n, g)[M.SIMPLE][0]
+    lat = M.tree(P1, np.array([0.0]), n, g)[M.SIMPLE][0]
+    assert (t - lat) == pytest.approx((t1 - lat) / T[2][k], rel=1e-6)
+    sizes = np.logspace(0, 34, 4000, base=2)
+    tt = collective_time("all_reduce", sizes, 32, 8, spec, fab, algo="tree")
+    assert np.all(np.diff(tt) >= 0)
+
+
+def test_send_recv_protocols_follow_ncclp2p_ll_threshold(catalog):
+    spec, fab = catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g")
+    P = resolve_params(spec, fab)
+    thr = nccl_constants()["tuner"]["p2p_ll_threshold_bytes"]
+    n, g = np.array([8.0, 8.0]), np.array([8.0, 8.0])
+    t = M.alltoall_direct(P, np.array([8 * thr, 8 * thr * 2]), n, g)  # per peer: thr, 2 thr
+    assert np.isfinite(t[M.LL][0]) and np.isinf(t[M.LL][1])
+    assert np.all(np.isinf(t[M.LL128]))  # p2p never runs LL128
+    s = M.sendrecv(P, np.array([thr, 2 * thr]), np.array([2.0, 2.0]), np.array([2.0, 2.0]))
+    assert np.isfinite(s[M.LL][0]) and np.isinf(s[M.LL][1]) and np.all(np.isinf(s[M.LL128]))

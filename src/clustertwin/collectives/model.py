@@ -149,6 +149,17 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
 
 
 # ------------------------------------------------------------------------------------------- tree
+def _tree_correction(P: CollectiveParams, S):
+    """NCCL's measured correction of tree bandwidth at medium sizes (tuning.cc treeCorrectionFactor,
+    "trees are not perfectly sticking to the model for medium sizes"): per protocol, entry k for
+    log2(bytes / 64) in [k, k+1), 64 B to 256 MiB, 1 outside. NCCL steps between entries; here the
+    factor is interpolated in log2(size) between entry centres, so that time stays monotone in size."""
+    T = P.tree_correction
+    k = np.log2(np.maximum(S, 1.0) * (1.0 / 64.0))
+    xp = np.arange(-1, T.shape[1] + 1) + 0.5
+    return [np.interp(k, xp, np.concatenate(([1.0], T[p], [1.0]))) for p in range(3)]
+
+
 def tree(P: CollectiveParams, S, n, g):
     """NCCL double binary tree all-reduce (Sanders et al. 2009). Latency (tuning.cc):
     base + 2·((g−1)·intraLat + log2(d)·interLat); bytes 2S per node per direction (algbw = busbw/2);
@@ -168,7 +179,8 @@ def tree(P: CollectiveParams, S, n, g):
     # LL128 x 7/9 (one node) or 120/128
     Bs = np.minimum(B * P.tree_bw_factor, P.channels * np.choose(_domain_index(d), P.tree_max_bw_per_channel))
     Bp = (np.minimum(Bs / 3.8, _ll_cap(P, d)), Bs * np.where(d > 1, 120 / 128, 7 / 9), Bs)
-    W = np.stack(np.broadcast_arrays(*[2 * S / Bp[p] for p in range(3)]))
+    corr = _tree_correction(P, S)
+    W = np.stack(np.broadcast_arrays(*[2 * S / (Bp[p] * corr[p]) for p in range(3)]))
     return _finish(P, lat, W, _protocol_mask(P, d), d)
 
 
@@ -241,6 +253,15 @@ def hierarchical(P: CollectiveParams, S, n, g):
 
 
 # --------------------------------------------------------------------------------------- all-to-all
+def _p2p_mask(P: CollectiveParams, peer_bytes, d):
+    """Protocols of NCCL send/recv (all-to-all, p2p): LL while one peer's message is at most
+    NCCL_P2P_LL_THRESHOLD (16 KiB), else Simple; p2p never runs LL128 (enqueue.cc addP2pToPlan)."""
+    ll = np.asarray(peer_bytes) <= P.p2p_ll_threshold_bytes
+    simple = np.ones_like(ll, dtype=bool)
+    return np.stack(np.broadcast_arrays(ll, np.zeros_like(ll), simple)) & np.ones_like(d, dtype=bool)
+
+
+
 def _a2a_lat(P, n, g, d, peers_intra, peers_inter):
     """Grouped send/recv latency: one step (network step once the group spans domains) plus a per-peer
     issue cost, ``a2a_per_peer_us`` per NVLink peer (assumed) and NCCL's network overhead per network
@@ -263,7 +284,7 @@ def alltoall_direct(P: CollectiveParams, S, n, g):
     W = np.stack(
         [np.maximum(intra / (_bw_up(P, g) * P.bw_factor[p]), inter / (_bw_nic_rank(P) * P.bw_factor[p])) for p in range(3)]
     )
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d), d)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _p2p_mask(P, S / n, d), d)
 
 
 def alltoall_pxn(P: CollectiveParams, S, n, g):
@@ -280,7 +301,7 @@ def alltoall_pxn(P: CollectiveParams, S, n, g):
             for p in range(3)
         ]
     )
-    mask = _protocol_mask(P, d) & (d > 1)
+    mask = _p2p_mask(P, S / n, d) & (d > 1)
     return _finish(P, lat, np.broadcast_to(W, lat.shape), mask, d)
 
 
@@ -298,7 +319,7 @@ def alltoall_pairwise(P: CollectiveParams, S, n, g):
             for p in range(3)
         ]
     )
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), _protocol_mask(P, d), d)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _p2p_mask(P, S / n, d), d)
 
 
 # --------------------------------------------------------------------------------------- point to point
@@ -314,4 +335,4 @@ def sendrecv(P: CollectiveParams, S, n, g):
     up = _bw_up(P, 2.0)  # one neighbour: on a full mesh a single link
     B = np.where(d > 1, np.minimum(_bw_nic_rank(P), up), up)
     W = np.stack(np.broadcast_arrays(*[S / (B * P.bw_factor[p]) for p in range(3)]))
-    return _finish(P, lat, W, _protocol_mask(P, d), d)
+    return _finish(P, lat, W, _p2p_mask(P, S, d), d)

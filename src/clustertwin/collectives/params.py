@@ -12,6 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import yaml
 
 from ..errors import InputError
@@ -61,6 +62,11 @@ def _ll_max_bw(arch: str, table: dict[str, Any]) -> tuple[float, float, float]:
     one = float("inf") if v is None else float(v)
     two, many = (float(x) for x in table["multi_domain"])
     return (one * 1e9, two * 1e9, many * 1e9)
+
+
+def _gbps3(v: Any) -> tuple[float, float, float]:
+    a, b, c = _arr3(v)
+    return (a * 1e9, b * 1e9, c * 1e9)
 
 
 def _arr3(v: Any) -> tuple[float, float, float]:
@@ -113,6 +119,8 @@ class CollectiveParams:
     ll_max_bw: tuple[float, float, float] = (float("inf"),) * 3  # LL busbw cap, 1 / 2 / >2 domains (B/s)
     ll128_max_bw_per_channel: float = float("inf")  # ring LL128 busbw cap per channel (B/s)
     tree_max_bw_per_channel: tuple[float, float, float] = (float("inf"),) * 3  # tree busbw cap per channel
+    p2p_ll_threshold_bytes: float = 16384.0  # NCCL_P2P_LL_THRESHOLD
+    tree_correction: Any = None  # np.ndarray (3 protocols, 23 sizes): NCCL treeCorrectionFactor
     sources: tuple[str, ...] = ()
 
     @property
@@ -240,6 +248,8 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         host_launch_s=_num(entry, "host_launch_us", float(c["host"]["launch_us"]), 0.0, 1000.0, sid) * US,
         ll_max_bw=_ll_max_bw(arch, c["tuner"]["ll_max_bw_GBps"]),
         ll128_max_bw_per_channel=float(_arch_key(arch, t["ll128_ring_max_bw_per_channel_GBps"])) * 1e9,
-        tree_max_bw_per_channel=tuple(float(x) * 1e9 for x in _arch_key(arch, t["tree_max_bw_per_channel_GBps"])),
+        p2p_ll_threshold_bytes=float(t["p2p_ll_threshold_bytes"]),
+        tree_correction=np.asarray(t["tree_correction_factor"], dtype=float),
+        tree_max_bw_per_channel=_gbps3(_arch_key(arch, t["tree_max_bw_per_channel_GBps"])),
         sources=tuple(str(s) for s in (_tech_note(system.scaleup.id), entry.get("source")) if s),
     )
