@@ -58,6 +58,7 @@ def main() -> None:
     ap.add_argument("tech", help="catalog scale-up technology id, e.g. nvlink4; several comma-separated, or "
                     "'all', fit ONE parameter set over all their rows (host_launch_us is one host-side constant)")
     ap.add_argument("--keys", default="latency_scale,pipeline_fill_us")
+    ap.add_argument("--systems", help="fit on these systems' rows only (comma-separated): leave-one-system-out")
     ap.add_argument("--start", help="one start point (comma-separated, one value per key) instead of the grid")
     a = ap.parse_args()
     keys = a.keys.split(",")
@@ -65,6 +66,11 @@ def main() -> None:
     with open(packaged_path("collectives"), newline="", encoding="utf-8") as fh:
         techs = a.tech.split(",")
         rows = [r for r in csv.DictReader(fh) if a.tech == "all" or base.system(r["system"]).scaleup.id in techs]
+    held = []
+    if a.systems:
+        keep = set(a.systems.split(","))
+        held = [r for r in rows if r["system"] not in keep]
+        rows = [r for r in rows if r["system"] in keep]
     if not rows:
         raise SystemExit(f"no public collectives row on a {a.tech} system")
     systems = sorted({r["system"] for r in rows})
@@ -101,6 +107,11 @@ def main() -> None:
         bands.setdefault((r["system"], size_band(float(r["size_bytes"]))), []).append(abs(e))
     for (s, b), es in sorted(bands.items()):
         print(f"  {s:12s} {b:10s} MAPE {100 * np.mean(es):5.1f} %  max {100 * max(es):5.1f} %  ({len(es)} rows)")
+    if held:
+        cat = SimpleNamespace(calibration={"collectives": {r["system"]: v for r in held}})
+        he = [abs(predict_busbw_row(r, _Cat(base, cat)) / float(r["measured_busbw_GBps"]) - 1) for r in held]
+        hs = sorted({r["system"] for r in held})
+        print(f"  held out ({', '.join(hs)}, {len(held)} rows): MAPE {100 * np.mean(he):.2f} %")
 
 
 class _Cat:
