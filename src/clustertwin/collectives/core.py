@@ -219,8 +219,9 @@ def evaluate(op: str, S, n, g, P: CollectiveParams, algo: str = "auto", gpus_per
     t = np.stack(ts)
     p = np.stack(ps)
     if P.host_launch_s > 0:
-        G = np.clip(np.asarray(gpus_per_process, dtype=float), 1.0, None)
-        t = np.maximum(t, G * P.host_launch_s)
+        # one process per GPU (G = 1): the enqueue overlaps the previous collective's GPU work
+        G = np.asarray(gpus_per_process, dtype=float)
+        t = np.where(G > 1, np.maximum(t, G * P.host_launch_s), t)
     single = n <= 1
     t = np.where(single, 0.0, t)
     return names, t, p
