@@ -1092,6 +1092,8 @@ def goodput(*, system: str = "hgx-h100", gpus: int | None = None, domains: int |
         raise InputError(f"--monte-carlo must not be negative, got {monte_carlo}")
     check_limit("monte_carlo", monte_carlo)
     check_limit("days", days)
+    if params_b is not None:
+        check_limit("params_b", params_b, flag="--params")
     cat = _catalog(catalog, catalog_paths)
     prm = load_params(tuple(defaults or ()))
     sysm = cat.system(system)

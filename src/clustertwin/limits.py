@@ -27,6 +27,7 @@ LIMITS: dict[str, tuple[float, str]] = {
     "model_dim": (1_048_576, "2^20 for hidden / FFN / head counts (the largest published models use < 2^17)"),
     "layers": (100_000, "transformer layers (the deepest published LLMs have a few hundred)"),
     "vocab": (16_777_216, "2^24 vocabulary entries (published vocabularies are < 2^18)"),
+    "params_b": (1_000_000, "billion parameters (10^15; the largest published models have ~2 x 10^12)"),
     "oversubscription": (64, "leaf down:up ratio; a radix-128 leaf allows at most 127:1, real fabrics use <= 4:1"),
 }
 

@@ -73,3 +73,16 @@ def test_errors_inside_a_user_file_name_the_file(capsys, tmp_path, monkeypatch, 
     (tmp_path / name).write_text(text)
     code, _, err = run_cli(capsys, *argv)
     assert code == 2 and word in err, (code, err)
+
+
+def test_ep_on_a_dense_model_is_reported_not_silently_ignored(capsys):
+    code, out, err = run_cli(capsys, *SERVE, "--ep", "8", "--json")
+    import json
+
+    notes = json.loads(out)["notes"]
+    assert code == 0 and any("--ep 8 ignored" in n and "dense" in n for n in notes), notes
+
+
+def test_goodput_with_an_absurd_model_size_is_refused_by_its_limit(capsys):
+    code, out, err = run_cli(capsys, "goodput", "--system", "hgx-h100", "--gpus", "64", "--params", "1e12", "--no-plan")
+    assert code == 2 and "--params" in err and "Traceback" not in err, err  # used to blame the planned rate

@@ -180,7 +180,12 @@ def goodput(model: FailureModel, counts: ComponentCounts, ckpt: CheckpointSetup,
     ettr_u = float(daly_ettr(tau, delta, ckpt.restart_s, mtbi)) / (1.0 + lam * mean_wait)
     planned_frac = model.planned_rate_s * (delta + ckpt.restart_s)
     if planned_frac >= 1:
-        raise InputError("planned interruptions take all the wall time; lower the planned rate or the restart time")
+        per_event = delta + ckpt.restart_s
+        raise InputError(
+            f"planned interruptions take all the wall time: each costs a blocking checkpoint of {delta:.3g} s "
+            f"({ckpt.size_bytes / 1e9:.3g} GB of checkpoint) plus a restart of {ckpt.restart_s:.3g} s = {per_event:.3g} s, "
+            f"at {model.planned_rate_s * DAY:.3g} planned interruptions per day",
+            hint="check the model size (--params) and the checkpoint bandwidth, or lower the planned rate or the restart time")
     ettr = (1.0 - planned_frac) * ettr_u
     loss = {
         "checkpointing": delta / (tau + delta),

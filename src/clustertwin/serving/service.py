@@ -88,9 +88,18 @@ def resolve(req: ServeRequest, catalog=None):
     return catalog, model, system, scaleout, engine, dep
 
 
+def dense_ep_notes(req: ServeRequest, model) -> list[str]:
+    """A dense model has no experts to place: say so when --ep / --prefill-ep was given above 1."""
+    given = [f"--{n.replace('_', '-')} {getattr(req, n)}" for n in ("ep", "prefill_ep") if getattr(req, n) > 1]
+    if model.is_moe or not given:
+        return []
+    return [f"{' and '.join(given)} ignored: {model.id} is dense (no experts); expert parallelism applies to MoE models only"]
+
+
 def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
     """`clustertwin serve estimate`: offline closed form, or the server simulation with --qps."""
     catalog, model, system, scaleout, engine, dep = resolve(req, catalog)
+    extra = dense_ep_notes(req, model)
     scenario = "offline" if req.offline or req.qps <= 0 else "server"
     wl = Workload(input_len=req.input_len, output_len=req.output_len, scenario=scenario, qps=req.qps,
                   ttft_slo_s=req.ttft_slo_s, tpot_slo_s=req.tpot_slo_s)
@@ -110,7 +119,8 @@ def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
         dec = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
         res = evaluate(pre, dec, wl, p, d, same_domain=p + d <= system.devices_per_domain)
         return {"mode": "disaggregated", "model": model.id, "system": system.id, "gpus": p + d,
-                "prefill_gpus_per_instance": pre.gpus, "decode_gpus_per_instance": dec.gpus, **res.to_dict()}
+                "prefill_gpus_per_instance": pre.gpus, "decode_gpus_per_instance": dec.gpus, **res.to_dict(),
+                "notes": extra + list(res.to_dict().get("notes", []))}
     inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
     replicas = gpus // inst.gpus
     base = offline(inst, wl.input_len, wl.output_len)
@@ -124,7 +134,7 @@ def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
             "tokens_per_s_per_gpu": base.tokens_per_s_per_gpu, "tokens_per_s": base.tokens_per_s_per_gpu * gpus,
             "tokens_per_s_per_user": base.tokens_per_s_per_user, "tpot_s": base.tpot_s, "ttft_s": base.ttft_s,
             "batch_per_rank": base.batch_per_rank, "pass_time_s": base.pass_time_s, "kv_limited": base.kv_limited,
-            "memory": base.memory, "breakdown": base.breakdown, "notes": list(base.notes),
+            "memory": base.memory, "breakdown": base.breakdown, "notes": extra + list(base.notes),
         })
         return out
     from .simulate import simulate
@@ -136,7 +146,7 @@ def estimate(req: ServeRequest, catalog=None) -> dict[str, Any]:
         "qps": req.qps, "requests_simulated": sim.requests, "tokens_per_s": sim.output_tokens_per_s * ranks,
         "tokens_per_s_per_gpu": sim.output_tokens_per_s / g_rank, "ttft_s": sim.ttft_s, "tpot_s": sim.tpot_s,
         "mean_batch_per_rank": sim.mean_batch, "saturation_tokens_per_s_per_gpu": base.tokens_per_s_per_gpu,
-        "memory": base.memory, "notes": list(base.notes) + [f"simulated one of {ranks} attention ranks at {req.qps / ranks:.4g} req/s (seed {req.seed})"],
+        "memory": base.memory, "notes": extra + list(base.notes) + [f"simulated one of {ranks} attention ranks at {req.qps / ranks:.4g} req/s (seed {req.seed})"],
     })
     if wl.ttft_slo_s or wl.tpot_slo_s:
         from .simulate import meets
