@@ -9,12 +9,13 @@ values. ``cross_validate`` holds out one value of a column (``source``: one publ
 refits on the rest and predicts the held-out rows, so the reported error is on runs the constants never
 saw.
 
-Speed: a row's prediction depends only on the constants of its own chip, and constants marked
-``additive`` (a per-step overhead) shift the step time by their value, so every row is evaluated once
-per grid point of its chip's non-additive constant and all folds reuse that table. Constants marked
-``linear`` (a stall per MoE layer and micro-batch: the step time is linear in it with a slope that depends
-on the row's layer and micro-batch counts) cost one more prediction per grid point, at the grid's largest
-value, which gives the row's slope; ``rows: moe`` constants apply to MoE rows only.
+Speed: a row's prediction depends only on the constants of its own chip and software stack, and
+constants marked ``additive`` (a per-step overhead) shift the step time by their value, so a row is
+evaluated once per grid point of its non-additive constants that the coordinate descent visits (a
+per-row cache shared by every fold), never for the full grid product. Constants marked ``linear`` (a
+stall per MoE layer and micro-batch: the step time is linear in it with a slope that depends on the row's
+layer and micro-batch counts) cost one more prediction per visited point, at the grid's largest value,
+which gives the row's slope; ``rows: moe`` constants apply to MoE rows only.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def current_values() -> dict[str, dict[str, float]]:
 
 @dataclass
 class _RowTable:
-    """Predictions of one row over the grid of its chip's (single) non-additive fitted constant."""
+    """Predictions of one row at the grid points of its non-additive fitted constants, computed on demand."""
 
     id: str
     measured: float
@@ -98,6 +99,36 @@ class _RowTable:
     keys: tuple[str, ...] = ()  # the non-additive constants that apply to this row (order of `base` keys)
     base: dict[tuple, float] = field(default_factory=dict)  # grid point -> prediction with additive constants = 0
     slope: dict[tuple, dict[str, float]] = field(default_factory=dict)  # grid point -> d(step)/d(linear constant)
+    row: dict[str, str] = field(default_factory=dict, repr=False)
+    catalog: Any = field(default=None, repr=False)
+    consts: tuple = field(default=(), repr=False)  # the FittedConstant of each of `keys`
+    lin: tuple = field(default=(), repr=False)  # the linear FittedConstants that apply to this row
+    zero_add: dict[str, float] = field(default_factory=dict, repr=False)  # chip-scope additive/linear at 0
+
+    def at(self, point: tuple) -> tuple[float, dict[str, float]]:
+        """(prediction, slopes of the linear constants) with the non-additive constants at ``point``
+        (snapped to their grids) and the additive / linear ones at 0."""
+        from .validate import predict_training_row
+
+        point = tuple(_snap(c.grid, x) for c, x in zip(self.consts, point, strict=True))
+        if point not in self.base:
+            chip_vals = dict(self.zero_add)
+            stack_vals: dict[str, float] = {}
+            for c, v in zip(self.consts, point, strict=True):
+                (stack_vals if c.scope == "stack" else chip_vals)[c.key] = v
+            cat = _overlay_catalog(self.catalog, self.chip, chip_vals, self.stack, stack_vals)
+            self.base[point] = predict_training_row(self.row, cat)
+            self.slope[point] = {}
+            for c in self.lin:  # one more prediction at the grid's largest value gives the slope
+                probe = max(c.grid) or 1.0
+                cat1 = _overlay_catalog(self.catalog, self.chip, {**chip_vals, c.key: probe}, self.stack, stack_vals)
+                self.slope[point][c.key] = (predict_training_row(self.row, cat1) - self.base[point]) / probe
+        return self.base[point], self.slope[point]
+
+
+def _snap(grid: tuple[float, ...], x: float) -> float:
+    """The grid point nearest ``x``."""
+    return min(grid, key=lambda g: abs(g - x))
 
 
 def _row_chip(row: dict[str, str], catalog) -> str:
@@ -119,11 +150,10 @@ def _overlay_catalog(catalog, chip: str, values: dict[str, float], stack: str = 
 
 
 def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConstant]) -> tuple[list[_RowTable], list[str]]:
-    import itertools
-
-    from .validate import predict_training_row, stack_for_row
+    from .validate import stack_for_row
 
     zero_add = {c.key: 0.0 for c in consts if (c.additive or c.linear) and c.scope == "chip"}
+    start = current_values()
     tables, skipped = [], []
     for row in rows:
         rid = (row.get("id") or "?").strip()
@@ -135,18 +165,9 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
             groups = {c.key: (c.group_of(chip, stack) if c.rows != "moe" or is_moe else None) for c in consts}
             mine = [c for c in consts if not c.additive and not c.linear and groups[c.key] is not None]
             lin = [c for c in consts if c.linear and groups[c.key] is not None]
-            rt = _RowTable(rid, float(meas) if meas else 0.0, chip, stack, groups, tuple(c.key for c in mine))
-            for point in itertools.product(*(c.grid for c in mine)):
-                chip_vals, stack_vals = dict(zero_add), {}
-                for c, v in zip(mine, point, strict=True):
-                    (stack_vals if c.scope == "stack" else chip_vals)[c.key] = v
-                cat = _overlay_catalog(catalog, chip, chip_vals, stack, stack_vals)
-                rt.base[tuple(point)] = predict_training_row(row, cat)
-                rt.slope[tuple(point)] = {}
-                for c in lin:  # one more prediction at the grid's largest value gives the slope
-                    probe = max(c.grid) or 1.0
-                    cat1 = _overlay_catalog(catalog, chip, {**chip_vals, c.key: probe}, stack, stack_vals)
-                    rt.slope[tuple(point)][c.key] = (predict_training_row(row, cat1) - rt.base[tuple(point)]) / probe
+            rt = _RowTable(rid, float(meas) if meas else 0.0, chip, stack, groups, tuple(c.key for c in mine),
+                           row=row, catalog=catalog, consts=tuple(mine), lin=tuple(lin), zero_add=zero_add)
+            rt.at(tuple(start[c.key][str(groups[c.key])] for c in mine))  # the row models (else: skipped)
         except (InputError, ArithmeticError, ValueError, KeyError, TypeError):
             skipped.append(rid)
             continue
@@ -159,15 +180,14 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
 
 def _predict(rt: _RowTable, values: dict[str, dict[str, float]], consts: list[FittedConstant]) -> float:
     add = sum(values[c.key][rt.group[c.key]] for c in consts if c.additive and rt.group[c.key] is not None)
-    point = tuple(values[k][rt.group[k]] for k in rt.keys)
-    if point not in rt.base:  # a value off the grid (median fill): nearest grid point
-        point = min(rt.base, key=lambda p: sum(abs(a - b) for a, b in zip(p, point, strict=True)))
+    # a value off the grid (median fill) is snapped to the nearest grid point
+    base, slope = rt.at(tuple(values[k][str(rt.group[k])] for k in rt.keys))
     lin = 0.0
-    for k, s in rt.slope.get(point, {}).items():
+    for k, sl in slope.items():
         g = rt.group[k]
         if g is not None:
-            lin += s * values[k][g]
-    return rt.base[point] + add + lin
+            lin += sl * values[k][g]
+    return base + add + lin
 
 
 def _mape(tables: list[_RowTable], values, consts) -> float:
@@ -188,11 +208,14 @@ def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: di
                 best = min(c.grid, key=lambda x: (_mape(mine, {**values, c.key: {**values[c.key], g: x}}, consts),
                                                   abs(x - values[c.key][g])))
                 values[c.key][g] = best
-    for c in consts:  # groups without fit rows: median of the fitted groups, else the unfitted prior
+    # groups without fit rows: chip scope, the median of the fitted groups (other silicon), else the unfitted
+    # prior; stack scope, the prior (a framework never seen runs like the Megatron-Core reference stack)
+    for c in consts:
         fitted = [values[c.key][g] for g in c.groups if any(t.group[c.key] == g for t in tables)]
         for g in c.groups:
             if not any(t.group[c.key] == g for t in tables):
-                values[c.key][g] = float(statistics.median(fitted)) if fitted else prior_value(c)
+                values[c.key][g] = (float(statistics.median(fitted)) if fitted and c.scope == "chip"
+                                    else prior_value(c))
     return values
 
 

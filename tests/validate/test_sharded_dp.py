@@ -62,6 +62,35 @@ def test_torchtitan_selective_recompute_costs_more_than_megatron_selective(rows)
     assert tt > 2 * mg > 0
 
 
+def test_torchtitan_default_tp_runs_its_collectives_between_the_gemms(rows):
+    """torchtitan's default (vanilla) TP exposes the SP all-gather / reduce-scatter; Megatron's TE overlap and an
+    overlay-enabled async TP hide all but one chunk."""
+    from clustertwin.validate import _estimate_row
+
+    cat = load_catalog()
+    r = rows["tt-h100-asynctp-8b-1b"]  # Llama 3.1 8B, TP 8 x FSDP 8, SP
+    tt = _estimate_row(r, cat)
+    assert tt.breakdown["overlap_slowdown"] == 0.0
+    assert tt.breakdown["tp_comm"] == pytest.approx(tt.details["tp_comm_raw_s"], rel=1e-6)
+    mc = _estimate_row(dict(r, framework="megatron-core"), cat)
+    assert mc.breakdown["tp_comm"] < 0.5 * tt.breakdown["tp_comm"]
+
+
+def test_compute_efficiency_scales_the_kernels_not_the_network(rows):
+    """The framework's compute-kernel rate (fitted per framework) stretches GEMM / attention / element-wise time
+    by 1/value and leaves communication alone."""
+    from clustertwin.validate import _estimate_row
+
+    cat = load_catalog()
+    r = rows["tt-a100-l2-70b-sel-op"]
+    half = replace(cat, calibration={"stack_efficiency": {"torchtitan": {"compute_efficiency": 0.5}}})
+    one = replace(cat, calibration={"stack_efficiency": {"torchtitan": {"compute_efficiency": 1.0}}})
+    a, b = _estimate_row(r, one), _estimate_row(r, half)
+    for k in ("gemm", "attention", "elementwise", "recompute", "logits"):
+        assert b.breakdown[k] == pytest.approx(2.0 * a.breakdown[k], rel=1e-9)
+    assert b.details["dp_comm_raw_s"] == pytest.approx(a.details["dp_comm_raw_s"], rel=1e-12)
+
+
 def test_llm_foundry_attention_kernel_is_slower_at_long_sequences(rows):
     cat = load_catalog()
     r = rows["mpt-130"]  # 125M at 65K tokens: attention-bound

@@ -86,7 +86,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     # TP: overlappable only with SP (TE userbuffers); one chunk of 1/t stays exposed
     tp_total = c["tp_comm_fwd_s"] + c["tp_comm_bwd_s"] + c["tp_comm_recompute_s"]
     window = gemm_layer + np.where(np.asarray(rc) == 2, c["layer_fwd_gemm_s"], 0.0)
-    can_ov = spb & ov
+    can_ov = spb & ov & (o.stack is None or bool(o.stack.tp_overlap))
     tp_exposed = np.where(can_ov, np.maximum(tp_total / np.maximum(t, 1.0), tp_total - window), tp_total)
     tp_slow = np.where(can_ov, sigma * np.minimum(tp_total, window), 0.0)
     # CP ring: hops overlap the attention core of the previous chunk

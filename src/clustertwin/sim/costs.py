@@ -98,9 +98,15 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         selective = core.fwd_s + core.mem_fwd_s  # Korthikanti et al.: the attention core
     recompute_s = np.where(st.rc == 2, fwd_total, np.where(st.rc == 1, selective, 0.0))
 
+    ce = float(getattr(stack, "compute_efficiency", 1.0) or 1.0) if stack is not None else 1.0
+    if ce != 1.0:  # the framework's compute kernels relative to Megatron-Core / TE (stack compute_efficiency)
+        fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s = (x / ce for x in (fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s))
+        core = core._replace(fwd_s=core.fwd_s / ce, bwd_s=core.bwd_s / ce)
     tp_ = tp_comm(st)
     cp_f, cp_b, cp_hidden = cp_exchange(st)
     logits_f, logits_b = logits(st)
+    if ce != 1.0:
+        logits_f, logits_b = logits_f / ce, logits_b / ce
     pp_s, pp_bytes = pp_p2p(st)
     dpc = dp_comm(st)
 

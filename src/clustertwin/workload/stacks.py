@@ -34,6 +34,9 @@ class SoftwareStack:
     recompute: tuple[str, ...]  # activation-recompute modes it offers
     cp_comm: str = "p2p"  # context parallelism: "p2p" ring (overlapped) or "allgather" of K/V (exposed)
     sequence_parallel: bool = True  # Megatron sequence parallelism with TP (Korthikanti et al. 2022)
+    # the sequence-parallel TP collectives run beside the layer's GEMMs (TE userbuffers ring exchange in
+    # Megatron; async TP in torchtitan): False = the framework's default TP issues them between its GEMMs
+    tp_overlap: bool = True
     context_parallel: bool = True  # the framework can split the sequence across GPUs
     uneven_pipeline: bool = True  # embedding / loss may take a layer slot (first/last stage one layer fewer)
     # Sharded data parallelism (ZeRO-3 / FSDP) as the framework implements it (docs/modelling.md "Sharded
@@ -49,6 +52,10 @@ class SoftwareStack:
     fsdp_flat_ring: bool = False
     # fused-attention kernel generation: its rate relative to the chip's attention_efficiency (FA2-class = 1)
     attention_kernel_speed: float = 1.0
+    # implementation efficiency of the framework's compute kernels relative to the Megatron-Core / TE kernels
+    # the chip constants describe (1 = same): every GEMM, attention and element-wise kernel of a layer and
+    # the output layer run 1/compute_efficiency as long. FITTED per framework (efficiency.yaml `fitted`)
+    compute_efficiency: float = 1.0
     # what `recompute = selective` recomputes: "attention-core" (Megatron, Korthikanti et al.) or
     # "half-forward" (torchtitan selective AC: every 2nd layer, or every 2nd matmul of each layer)
     selective_recompute: str = "attention-core"
@@ -70,6 +77,7 @@ class SoftwareStack:
                 "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline,
                 "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap,
                 "fsdp_flat_ring": self.fsdp_flat_ring, "attention_kernel_speed": self.attention_kernel_speed,
+                "compute_efficiency": self.compute_efficiency, "tp_overlap": self.tp_overlap,
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules)}
 
 
@@ -172,6 +180,7 @@ register_stack(
         # llm-foundry's 2023 MPT blocks ran FlashAttention v1 / Triton kernels, which FlashAttention-2
         # outruns by 1.7-3.0x (FA v1) and 1.3-2.5x (Triton) (Dao, arXiv:2307.08691 Sec. 4.1): 1/1.7 taken
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
+        compute_efficiency=0.95,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 register_stack(
     SoftwareStack(
@@ -213,6 +222,12 @@ register_stack(
         # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
         # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
         selective_recompute="half-forward", loss_bytes_per_logit=10.0,
+        # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
+        # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
+        # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
+        # not say it enabled async TP is modelled with the default.
+        tp_overlap=False,
+        compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 
 
@@ -225,7 +240,7 @@ def get_stack(name: str | None) -> SoftwareStack:
 
 
 # implementation constants a catalog overlay may set per preset (calibration: {stack_efficiency: {ID: {...}}})
-STACK_OVERLAY_KEYS = ("fsdp_overlap", "attention_kernel_speed")
+STACK_OVERLAY_KEYS = ("fsdp_overlap", "attention_kernel_speed", "compute_efficiency")
 
 
 def resolve_stack(name: str | None, catalog: Any = None) -> SoftwareStack:

@@ -108,7 +108,7 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
         zero_stage=zero,
         overlap_grad_reduce=overlap,
         overlap_param_gather=overlap,
-        tp_overlap=overlap and bool(plan.sequence_parallel) and t > 1,
+        tp_overlap=overlap and bool(plan.sequence_parallel) and t > 1 and _stack_tp_overlap(plan, hw),
         tp_exposed_fraction=1.0 / t if t > 1 else 0.0,
         ep_overlap=False,
         p2p_overlap=overlap and v > 1,
@@ -198,6 +198,11 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
 def _dense_variant(model: Any) -> Any:
     """The model with every layer dense (the leading dense layers of an MoE model)."""
     return model.with_(num_experts=0, moe_topk=0, moe_ffn_hidden_size=0, num_shared_experts=0, num_dense_layers=0)
+
+
+def _stack_tp_overlap(plan, hw) -> bool:
+    st = _stack_of(plan, hw)
+    return True if st is None else bool(st.tp_overlap)
 
 
 def _stack_of(plan, hw):
