@@ -11,14 +11,34 @@ from typer.testing import CliRunner
 from clustertwin.cli import app
 
 ACCELERATORS = ["a100-80gb", "a100-40gb", "h100-sxm", "h800", "h200", "b200", "gb200", "b300", "gb300", "mi300x",
-                "ascend-910c", "kunlun-p800"]
+                "mi325x", "mi355x", "ascend-910c", "kunlun-p800"]
 SYSTEMS = ["dgx-a100", "dgx-a100-40gb", "hgx-h100", "dgx-h800", "hgx-h200", "hgx-b200", "hgx-b300", "gb200-nvl72",
            "gb300-nvl72", "gb200-nvl576", "cloudmatrix-384", "kunlun-p800-32", "kunlun-p800-64", "mi300x-8",
-           "pcie-8gpu"]
+           "mi325x-8", "mi355x-8", "pcie-8gpu"]
 SCALEUP = ["nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "pcie6", "infinity-fabric", "huawei-ub", "ualink-1.0",
            "oisa", "eth-x", "alink", "xpu-link"]
 SCALEOUT = ["ib-hdr-200g", "ib-ndr-400g", "ib-xdr-800g", "roce-200g", "roce-400g", "roce-800g", "spectrum-x-800g",
-            "spectrum-x-400g", "eth-tcp-100g"]
+            "spectrum-x-400g", "eth-tcp-100g", "eth-tcp-10g", "eth-tcp-25g", "aws-efa-p5", "aws-efa-p5en",
+            "omnipath-100g"]
+
+
+def test_shipped_yaml_has_no_duplicate_keys():
+    """YAML keeps the last of two equal keys silently: a second `mi325x:` entry would replace the first."""
+    from importlib import resources
+
+    from clustertwin.userfiles import parse_yaml_text
+
+    root = resources.files("clustertwin")
+    todo, seen = [root], 0
+    while todo:
+        d = todo.pop()
+        for p in d.iterdir():
+            if p.is_dir():
+                todo.append(p)
+            elif p.name.endswith(".yaml"):
+                parse_yaml_text(p.read_text(encoding="utf-8"), p.name)  # raises InputError on a duplicate key
+                seen += 1
+    assert seen >= 5
 
 
 def test_required_ids_exist(catalog):
