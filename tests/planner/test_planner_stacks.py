@@ -82,7 +82,8 @@ def test_validator_models_each_published_run_with_its_stack():
     assert got["mbridge-39"] == "megatron-bridge"
     assert got["mcore-h100-weak-1"] == "megatron-core"
     assert got["mlm-sc21-t2-1"] == "deepspeed-zero3-2021"
-    assert got["mpt-8"] == "llm-foundry" and got["tt-h100-2412-t1-2"] == "torchtitan"
+    assert got["mpt-8"] == "llm-foundry" and got["tt-h100-2412-t1-2"] == "torchtitan-2024"
+    assert got["tt-h200-trainy-2"] == "torchtitan"
 
 
 def test_stacks_command_lists_every_preset(ct):

@@ -56,7 +56,8 @@ def test_every_framework_in_the_data_has_a_preset(validation_dir):
 @pytest.mark.parametrize(("framework", "version", "stack"), [
     ("megatron-lm", "2021", "megatron-lm-2021"), ("megatron-lm", "2022", "megatron-lm-2022"),
     ("deepspeed", "2021", "deepspeed-zero3-2021"), ("meta-internal", "2024", "pytorch-fsdp"),
-    ("llm-foundry", "2023", "llm-foundry"), ("torchtitan", "2024-12 (9dec370)", "torchtitan"),
+    ("llm-foundry", "2023", "llm-foundry"), ("torchtitan", "2024-12 (9dec370)", "torchtitan-2024"),
+    ("torchtitan", "2025-06 (820504e)", "torchtitan"),
     ("megatron-bridge", "26.06", "megatron-bridge"), ("megatron-core", "r0.8.0", "megatron-core"),
     ("NeMo", "", "megatron-bridge"),  # alias
 ])

@@ -41,8 +41,11 @@ from .components.pp_comm import pp_p2p
 from .components.stage import FP4_DTYPES, FP8_DTYPES, stage_inputs  # noqa: F401
 from .components.tp_comm import tp_comm
 from .kernels import gemm_time, gemm_train_time, mem_time  # noqa: F401
-from .machine import ChipEfficiency, Hardware, chip_efficiency, make_hardware, mamf_for  # noqa: F401
+from .machine import ChipEfficiency, Hardware, chip_efficiency, make_hardware, mamf_for, with_dtype  # noqa: F401
 from .machine import efficiency_table as _efficiency_table  # noqa: F401  (former name, for in-flight callers)
+
+# share of the linear layers an NVFP4 training recipe keeps in BF16 (arXiv:2509.25149 Sec. 4: ~15 %)
+NVFP4_BF16_LAYER_SHARE = 0.15
 
 STAGE_COST_FIELDS = (
     # per layer, per micro-batch, on one GPU (dense layer / MoE layer averaged by their share)
@@ -82,6 +85,19 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     ep_f, ep_b = ep_comm(st, mo.a2a_bytes)
     host_f, host_b = host_idle(st, mo.fwd_s + mo.mem_fwd_s + ep_f, mo.bwd_s + mo.mem_bwd_s + ep_b)
     ew_f, ew_b = elementwise(st)
+    if hw.dtype in FP4_DTYPES:
+        # NVFP4 training recipe: ~15 % of the linear layers (the final blocks) stay in BF16 (Mishra et al.,
+        # 'Pretraining LLMs with NVFP4', arXiv:2509.25149 Sec. 4; torchtitan's "bf16 tail"): those layers' dense
+        # GEMMs and casts run as in a BF16 step
+        hw16 = with_dtype(hw, "bf16")
+        st16 = stage_inputs(model, hw16, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch,
+                            recompute=recompute, zero=zero, global_batch=global_batch, seq_len=seq_len, sp=sp,
+                            etp=etp, flash=flash, grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm, stack=stack)
+        w = NVFP4_BF16_LAYER_SHARE
+        p16, d16, e16 = attention.projections(st16), dense_mlp(st16), elementwise(st16)
+        proj_f, proj_b = (1 - w) * proj_f + w * p16[0], (1 - w) * proj_b + w * p16[1]
+        dense_f, dense_b = (1 - w) * dense_f + w * d16[0], (1 - w) * dense_b + w * d16[1]
+        ew_f, ew_b = (1 - w) * ew_f + w * e16[0], (1 - w) * ew_b + w * e16[1]
 
     fwd_gemm = proj_f + ((1 - fm) * dense_f + fm * mo.fwd_s)
     bwd_gemm = proj_b + ((1 - fm) * dense_b + fm * mo.bwd_s)

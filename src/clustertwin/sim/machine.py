@@ -143,6 +143,14 @@ def _make_hardware(system: SystemSpec, scaleout: ScaleOutTech, dtype: str, catal
     )
 
 
+def with_dtype(hw: Hardware, dtype: str) -> Hardware:
+    """``hw`` with its GEMMs in ``dtype`` (peak and MAMF of that dtype; same chip constants and network)."""
+    from dataclasses import replace
+
+    return replace(hw, dtype=dtype, peak=hw.system.accelerator.peak(dtype),
+                   mamf=mamf_for(hw.eff.mamf_fraction, dtype) * hw.eff.gemm_mamf_scale)
+
+
 def uncalibrated_note(acc_id: str) -> str:
     """"uncalibrated efficiency (assumed)" for a chip whose step efficiencies were never fitted to
     measurements (not listed in workload/data/efficiency.yaml ``chips``), else ""."""

@@ -221,7 +221,7 @@ register_stack(
         recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp2", fsdp_prefetch=1,
         # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
         # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
-        selective_recompute="half-forward", loss_bytes_per_logit=10.0,
+        selective_recompute="half-forward", loss_bytes_per_logit=4.0,  # compiled loss (see torchtitan-2024)
         # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
@@ -229,6 +229,16 @@ register_stack(
         tp_overlap=False,
         compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
+# torchtitan before 2025: the same stack, but the loss was not compiled (train.py: "TODO: compiling loss
+# function causes CUDA errors, turning off for now"), so the eager cross-entropy holds the BF16 logits, their
+# FP32 copy and the FP32 gradient (10 B per logit); from 2025 torchtitan/components/loss.py compiles it with
+# the model (training.compile), and the fused kernel keeps the BF16 logits and their BF16 gradient (4 B)
+_TT = STACKS.get("torchtitan")
+register_stack(replace(
+    _TT, id="torchtitan-2024", loss_bytes_per_logit=10.0,
+    description=_TT.description + "; 2024 releases: eager (uncompiled) cross-entropy loss",
+    source=_TT.source + "; train.py @9dec370 (2024-12): loss_fn not compiled",
+))
 
 
 def get_stack(name: str | None) -> SoftwareStack:
