@@ -525,6 +525,7 @@ def performance(cat: Any, system_id: str, gpus: int, fabric: str | None, model_i
                 "mfu": best.get("mfu"), "plan": {k: best.get(k) for k in keys if k in best},
                 "memory_gb_per_gpu": best["memory_gb_per_gpu"], "memory_left_gb": best["memory_left_gb"],
                 "memory_margin_gb": rep.stats["memory_margin_gb"],
+                "assumptions": list(rep.assumptions),
                 "basis": f"planner best layout, global batch {used} ({rep.engine}, {time.perf_counter() - t0:.1f} s); "
                          f"memory {best['memory_gb_per_gpu']:.1f} GB per GPU, {fit}"}
     assert first_error is not None

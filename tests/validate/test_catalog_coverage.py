@@ -61,3 +61,15 @@ def test_uncalibrated_chip_is_flagged(row):
     assert any(a.startswith("uncalibrated efficiency (assumed)") for a in r.assumptions)
     r = api.estimate(model="llama3-8b", system="hgx-h100", gpus=8)
     assert not any(a.startswith("uncalibrated") for a in r.assumptions)
+
+
+def test_plan_and_compare_flag_an_uncalibrated_chip():
+    from clustertwin import api
+
+    doc = api.plan(model="llama3-8b", system="mi325x-8", gpus=16, store=False)
+    assert any(a.startswith("uncalibrated efficiency (assumed)") for a in doc["assumptions"])
+    assert api.plan(model="llama3-8b", system="hgx-h100", gpus=16, store=False)["assumptions"] == []
+    out = api.compare(["mi325x-8", "hgx-h100"], model="llama3-8b", gpus=64)
+    flags = {d["name"]: any(a.startswith("uncalibrated efficiency") for a in d["assumptions"]) for d in out["designs"]}
+    assert flags == {"mi325x-8": True, "hgx-h100": False}
+

@@ -60,6 +60,7 @@ def test_every_framework_in_the_data_has_a_preset(validation_dir):
     ("torchtitan", "2025-06 (820504e)", "torchtitan"),
     ("megatron-bridge", "26.06", "megatron-bridge"), ("megatron-core", "r0.8.0", "megatron-core"),
     ("NeMo", "", "megatron-bridge"),  # alias
+    ("torchtune", "", "pytorch-fsdp"), ("gpt-neox", "2022", "megatron-lm-2022"),
 ])
 def test_framework_table(framework, version, stack):
     assert stack_for_framework(framework, version).stack.id == stack

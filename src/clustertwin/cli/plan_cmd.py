@@ -120,6 +120,8 @@ def plan_cmd(
     defaults, stored, row_info = doc["defaults_used"], doc.get("stored"), doc.get("from_row")
     if defaults:
         console.print("defaults used: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in defaults.items()))
+    for a in doc.get("assumptions") or ():
+        console.print(f"[warning] {a}", markup=False)
     _render_plans(doc)
     if doc["request"].get("idle_note"):
         console.print(doc["request"]["idle_note"])

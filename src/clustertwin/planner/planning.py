@@ -56,10 +56,12 @@ class PlanReport:
     runner_up: dict[str, Any] | None
     stats: dict[str, Any]
     engine: str
+    assumptions: list[str] = field(default_factory=list)  # e.g. "uncalibrated efficiency (assumed): ..."
 
     def to_json(self) -> dict[str, Any]:
         return {"plans": self.plans, "request": self.request, "defaults_used": self.defaults_used,
-                "runner_up": self.runner_up, "stats": self.stats, "engine": self.engine}
+                "runner_up": self.runner_up, "stats": self.stats, "engine": self.engine,
+                "assumptions": list(self.assumptions)}
 
 
 IDLE_SHARE = 0.02  # default --max-idle-gpus: 2 % of the cluster (whole scale-up domains)
@@ -197,8 +199,12 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
         "search_s": res.stats.elapsed_s, "memory_capacity_gb": res.stats.capacity_gb,
         "memory_margin_gb": res.stats.margin_gb,
     }
+    from ..sim.machine import uncalibrated_note
+
+    flag = uncalibrated_note(system.accelerator.id)
     return PlanReport(request=request, defaults_used=defaults, plans=records,
-                      runner_up=explain_runner_up(records), stats=stats, engine=engine)
+                      runner_up=explain_runner_up(records), stats=stats, engine=engine,
+                      assumptions=[flag] if flag else [])
 
 
 def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: int, gb: int, seq: int,

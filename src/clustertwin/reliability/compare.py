@@ -79,6 +79,7 @@ def design_row(d: Design, params: Params, fm: FailureModel, *, model: Any = None
             row["performance_basis"] = performance.get("basis", "estimate")
             if performance.get("plan"):
                 row["plan"] = performance["plan"]
+            assumptions += list(performance.get("assumptions") or ())  # e.g. an uncalibrated chip
             for k in ("memory_gb_per_gpu", "memory_left_gb", "memory_margin_gb"):
                 if k in performance:
                     row[k] = performance[k]
