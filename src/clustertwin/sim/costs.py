@@ -61,7 +61,7 @@ STAGE_COST_FIELDS = (
     # per step
     "dp_rs_s", "dp_ag_s", "dp_ar_s", "dp_grad_bytes", "dp_bucket_s",
     "edp_rs_s", "edp_ag_s", "edp_ar_s",
-    "fsdp_mb_s", "optimizer_s", "step_overhead_s",
+    "fsdp_mb_s", "fsdp_ag_s", "fsdp_rs_s", "fsdp_bwd_gathers", "optimizer_s", "step_overhead_s",
 )
 
 
@@ -140,7 +140,8 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "num_micro_batches": st.m,
         "dp_rs_s": dpc.dp_rs_s, "dp_ag_s": dpc.dp_ag_s, "dp_ar_s": dpc.dp_ar_s, "dp_grad_bytes": dpc.dp_grad_bytes,
         "dp_bucket_s": dpc.dp_bucket_s, "edp_rs_s": dpc.edp_rs_s, "edp_ag_s": dpc.edp_ag_s, "edp_ar_s": dpc.edp_ar_s,
-        "fsdp_mb_s": dpc.fsdp_mb_s, "optimizer_s": optimizer_step(st, dpc),
+        "fsdp_mb_s": dpc.fsdp_mb_s, "fsdp_ag_s": dpc.fsdp_ag_s, "fsdp_rs_s": dpc.fsdp_rs_s,
+        "fsdp_bwd_gathers": dpc.fsdp_bwd_gathers, "optimizer_s": optimizer_step(st, dpc),
         "step_overhead_s": step_overhead(st),
     }
     shape = np.broadcast(*out.values()).shape

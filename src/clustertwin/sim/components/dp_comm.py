@@ -39,6 +39,9 @@ class DPComm(NamedTuple):
     expert_params: np.ndarray
     n_dp: np.ndarray  # ranks sharing dense parameters (dp*cp)
     n_edp: np.ndarray  # ranks sharing expert parameters
+    fsdp_ag_s: np.ndarray  # ZeRO-3 / FSDP: one parameter all-gather of the stage (dense + experts)
+    fsdp_rs_s: np.ndarray  # ZeRO-3 / FSDP: one gradient reduce-scatter of the stage
+    fsdp_bwd_gathers: np.ndarray  # gathers in the backward pass: 1, or 2 when the recompute forward re-gathers
 
 
 def dp_comm(st: Stage) -> DPComm:
@@ -71,4 +74,4 @@ def dp_comm(st: Stage) -> DPComm:
     gathers = 2.0 + (np.where(st.rc == 2, 1.0, 0.0) if st.fsdp_recompute_gather else 0.0)
     fsdp_mb = np.where(st.zero >= 3, gathers * (fs_ag + edp_ag) + fs_rs + edp_rs, 0.0)
     return DPComm(dp_rs, dp_ag, dp_ar, dp_bucket, edp_rs, edp_ag, edp_ar, fsdp_mb, dense_p * gbytes,
-                  dense_p, expert_p, n_dp, n_edp)
+                  dense_p, expert_p, n_dp, n_edp, fs_ag + edp_ag, fs_rs + edp_rs, np.asarray(gathers - 1.0, dtype=float))

@@ -106,9 +106,12 @@ def event_options_for(plan: Any, hw: Any, *, schedule: str | None = None, steps:
         num_microbatches=m,
         microbatch_group=(int(getattr(plan, "microbatch_group", 0) or 0) or None) if v > 1 else None,
         zero_stage=zero,
-        overlap_grad_reduce=overlap,
+        # ZeRO-3 / FSDP reduce-scatter each layer's sharded gradients as the backward produces them (there is
+        # no unsharded buffer to accumulate into); how much hides is fsdp_exposed_share
+        overlap_grad_reduce=overlap or zero >= 3,
         overlap_param_gather=overlap,
         tp_overlap=overlap and bool(plan.sequence_parallel) and t > 1 and _stack_tp_overlap(plan, hw),
+        fsdp_exposed_share=_fsdp_exposed_share(plan, hw),
         tp_exposed_fraction=1.0 / t if t > 1 else 0.0,
         ep_overlap=False,
         p2p_overlap=overlap and v > 1,
@@ -139,7 +142,12 @@ def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_re
     attn_gemm = c["layer_fwd_gemm_s"] * attn_params / (attn_params + mlp_params)
     attn_fraction = min(0.95, (attn_gemm + c["layer_fwd_attn_s"]) / fwd) if fwd > 0 else 0.5
     # DP: per-step totals of the (most-loaded) stage, spread over its layers
-    if zero >= 1:  # ZeRO-3: reduce-scatter every micro-batch, gather before every fwd and bwd
+    dp_param_bwd = None
+    if zero >= 3 and "fsdp_ag_s" in c:  # the implementation's gathers (flat rings, recompute re-gather)
+        dp_grad = c["fsdp_rs_s"] / lps
+        dp_param = c["fsdp_ag_s"] / lps
+        dp_param_bwd = dp_param * c["fsdp_bwd_gathers"]
+    elif zero >= 1:  # ZeRO-3: reduce-scatter every micro-batch, gather before every fwd and bwd
         dp_grad = (c["dp_rs_s"] + c["edp_rs_s"]) / lps
         dp_param = (c["dp_ag_s"] + c["edp_ag_s"]) / lps
     else:
@@ -151,6 +159,7 @@ def layer_work_from_costs(model: Any, plan: Any, c: dict[str, float], *, grad_re
         attn_fraction=attn_fraction, tp_fwd=c["tp_comm_fwd_s"], tp_bwd=c["tp_comm_bwd_s"],
         tp_recompute=c["tp_comm_recompute_s"], cp_fwd=c["cp_comm_fwd_s"], cp_bwd=c["cp_comm_bwd_s"],
         ep_fwd=c["ep_comm_fwd_s"], ep_bwd=c["ep_comm_bwd_s"], dp_grad=dp_grad, dp_param=dp_param,
+        dp_param_bwd=dp_param_bwd,
         params=params, name=name, cp_overlap=c.get("cp_overlappable", 1.0) > 0.5,
     )
 
@@ -198,6 +207,11 @@ def stage_work_from_costs(model: Any, plan: Any, costs: dict[str, float], *, gra
 def _dense_variant(model: Any) -> Any:
     """The model with every layer dense (the leading dense layers of an MoE model)."""
     return model.with_(num_experts=0, moe_topk=0, moe_ffn_hidden_size=0, num_shared_experts=0, num_dense_layers=0)
+
+
+def _fsdp_exposed_share(plan, hw) -> float:
+    st = _stack_of(plan, hw)
+    return 0.0 if st is None else max(0.0, 1.0 - float(st.fsdp_overlap))
 
 
 def _stack_tp_overlap(plan, hw) -> bool:

@@ -303,15 +303,28 @@ def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage,
         nm = f"{tag}F mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
             prefetch = hist[-2]  # gather layer l while layer l-1 computes (prefetch one ahead)
-            ag = g.add(f"{tag}AG-fwd mb{mb} c{c} L{li}", ss.dp_param, lw.dp_param, "dp-param", opts.dp_link,
-                       prefetch)
-            front = (*front, ag)
+            front = _fsdp_gather(g, ss, opts, front, prefetch, lw.dp_param, f"{tag}AG-fwd mb{mb} c{c} L{li}",
+                                 lw.fwd)
         elif ag_map is not None and (c, li) in ag_map:
             front = (*front, ag_map[(c, li)])
         cat = "logits" if lw.name == "logits" else "forward"
         front = _layer_pass(g, ss, lw, opts, front, nm, cat, lw.fwd, lw.tp_fwd, lw.cp_fwd, lw.ep_fwd)
         hist.append(front)
     return _join(g, ss, front, f"{tag}F-done mb{mb} c{c}")
+
+
+def _fsdp_gather(g, ss, opts, front, prefetch, dur, name, compute, extra=0.0):
+    """A ZeRO-3 / FSDP parameter gather (+ ``extra``: the layer's gradient reduce-scatter) issued one layer
+    ahead on the DP stream. As in the closed form, the implementation hides h = (1 - fsdp_exposed_share) x
+    min(communication, the layer's compute); the rest holds the compute stream before the layer."""
+    x = float(opts.fsdp_exposed_share)
+    if x <= 0:
+        return (*front, g.add(name, ss.dp_param, dur, "dp-param", opts.dp_link, prefetch))
+    comm = dur + extra
+    hidden = (1.0 - x) * min(comm, compute)
+    ag = g.add(name, ss.dp_param, hidden * dur / comm if comm > 0 else 0.0, "dp-param", opts.dp_link, prefetch)
+    front = (g.add(name + " (exposed)", ss.compute, comm - hidden, "dp-param", opts.dp_link, front),)
+    return (*front, ag)
 
 
 def _join(g, ss, front, name) -> int:
@@ -373,9 +386,10 @@ def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, redu
         nm = f"{tag}B mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
             prefetch = hist[-2]
-            ag = g.add(f"{tag}AG-bwd mb{mb} c{c} L{li}", ss.dp_param, lw.dp_param, "dp-param", opts.dp_link,
-                       prefetch)
-            front = (*front, ag)
+            dur = lw.dp_param if lw.dp_param_bwd is None else lw.dp_param_bwd
+            # the unhidden share of this layer's gradient reduce-scatter waits with its gather
+            front = _fsdp_gather(g, ss, opts, front, prefetch, dur, f"{tag}AG-bwd mb{mb} c{c} L{li}",
+                                 lw.bwd + lw.recompute, extra=lw.dp_grad if opts.fsdp_exposed_share > 0 else 0.0)
         if lw.recompute > 0 or lw.tp_recompute > 0:
             if lw.tp_recompute > 0:
                 front = _seq_or_overlap(g, ss.compute, ss.tp, front, lw.recompute, lw.tp_recompute,
@@ -406,6 +420,8 @@ def _reduce(g, ss, chunk, opts, tag, mb, c, pending, front, dp_last):
     if not opts.overlap_grad_reduce:
         return
     dur = sum(chunk[x].dp_grad for x in pending)
+    if opts.zero_stage >= 3 and opts.fsdp_exposed_share > 0:  # timed with the layer's gather (_fsdp_gather)
+        dur = 0.0
     op = g.add(f"{tag}grad-RS mb{mb} c{c} L{pending[-1]}-{pending[0]}", ss.dp_grad, dur, "dp-grad",
                opts.dp_link, front)
     dp_last.append(op)

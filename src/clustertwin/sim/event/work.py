@@ -43,6 +43,7 @@ class LayerWork:
     ep_bwd: float = 0.0
     dp_grad: float = 0.0
     dp_param: float = 0.0
+    dp_param_bwd: float | None = None  # ZeRO-3 gathers before the backward (None: dp_param; DeepSpeed: 2x)
     params: float = 0.0
     cp_overlap: bool = True  # ring exchange beside the attention; False: all-gather K,V before it
     name: str = "layer"
@@ -128,6 +129,9 @@ class EventOptions:
     tp_overlap: bool = False
     tp_exposed_fraction: float = 0.0
     ep_overlap: bool = False
+    # ZeRO-3 / FSDP: share of each parameter gather that the implementation does not hide (1 - the stack's
+    # fsdp_overlap; DeepSpeed ZeRO-3 2021 0.3): that part waits on the compute stream before the layer
+    fsdp_exposed_share: float = 0.0
     p2p_overlap: bool | None = None  # None: asynchronous with interleaving only (Megatron overlap_p2p_comm)
     bucket_params: float = 40e6
     tp_link: int = LINK_SCALEUP
