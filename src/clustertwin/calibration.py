@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .validate import CVReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,21 +252,6 @@ def fit(rows: list[dict[str, str]], *, catalog=None) -> FitResult:
     tables, _ = _build_tables(rows, catalog, consts)
     values = _fit_tables(tables, consts, current_values())
     return FitResult(values, len(tables), _mape(tables, values, consts))
-
-
-@dataclass(frozen=True, slots=True)
-class CVReport:
-    column: str
-    folds: list[dict[str, Any]]
-    rows: list[dict[str, Any]]
-    mape_pct: float
-    in_sample_mape_pct: float
-    constants: list[dict[str, Any]]
-    skipped: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"column": self.column, "mape_pct": self.mape_pct, "in_sample_mape_pct": self.in_sample_mape_pct,
-                "folds": self.folds, "rows": self.rows, "constants": self.constants, "skipped": self.skipped}
 
 
 def cross_validate(rows: list[dict[str, str]], column: str = "source", *, catalog=None) -> CVReport:

@@ -26,6 +26,24 @@ from .workload.stacks import FrameworkStack, SoftwareStack, stack_for_framework
 
 
 @dataclass(frozen=True, slots=True)
+class CVReport:
+    """Leave-one-group-out cross-validation of the fitted constants (training: calibration.py, serving:
+    serving/calibration.py): per-fold and per-row results, the cross-validated and in-sample MAPE."""
+
+    column: str
+    folds: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    mape_pct: float
+    in_sample_mape_pct: float
+    constants: list[dict[str, Any]]
+    skipped: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "mape_pct": self.mape_pct, "in_sample_mape_pct": self.in_sample_mape_pct,
+                "folds": self.folds, "rows": self.rows, "constants": self.constants, "skipped": self.skipped}
+
+
+@dataclass(frozen=True, slots=True)
 class RowResult:
     id: str
     measured: float | None

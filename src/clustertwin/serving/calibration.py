@@ -17,34 +17,17 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from ..validate import CVReport
 
 THROUGHPUT_KINDS = ("offline", "prefill", "decode")
 OVERHEAD_GRID_MS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)  # plausible host time per iteration
 HOPPER_GRID = (0.8, 0.85, 0.9, 0.95, 1.0)  # <= 1: MAMF is the most a GEMM reaches
 HOPPER = ("h100-sxm", "h200", "h800")
-
-
-@dataclass(frozen=True, slots=True)
-class CVReport:
-    """Leave-one-group-out result; the same fields as the training ``calibration.CVReport`` (one renderer)."""
-
-    column: str
-    folds: list[dict[str, Any]]
-    rows: list[dict[str, Any]]
-    mape_pct: float
-    in_sample_mape_pct: float
-    constants: list[dict[str, Any]]
-    skipped: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"column": self.column, "mape_pct": self.mape_pct, "in_sample_mape_pct": self.in_sample_mape_pct,
-                "folds": self.folds, "rows": self.rows, "constants": self.constants, "skipped": self.skipped}
 
 
 @contextmanager
