@@ -17,6 +17,17 @@ def _rows(validation_dir):
         return list(csv.DictReader(fh))
 
 
+def _quick_subset(validation_dir, tmp_path):
+    """The QUICK rows of the packaged serving.csv, written as a validation file of their own: (path, rows)."""
+    rows = [r for r in _rows(validation_dir) if r["id"] in QUICK]
+    path = tmp_path / "subset.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path, rows
+
+
 def test_rows_use_only_normalised_columns(validation_dir, catalog):
     rows = {r["id"]: r for r in _rows(validation_dir)}
     for rid in QUICK:
@@ -37,12 +48,7 @@ def test_unknown_inputs_get_stated_defaults(validation_dir, catalog):
 
 
 def test_validate_cli_contract(validation_dir, tmp_path, capsys):
-    rows = [r for r in _rows(validation_dir) if r["id"] in QUICK]
-    path = tmp_path / "subset.csv"
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    path, rows = _quick_subset(validation_dir, tmp_path)
     code, out, err = run_cli(capsys, "validate", str(path), "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -92,12 +98,7 @@ def test_serving_cross_validation_refits_per_source(validation_dir, tmp_path, ca
     from clustertwin.serving import engines
 
     before = {e: v["step_overhead_ms"] for e, v in engines._table()["engines"].items()}
-    rows = [r for r in _rows(validation_dir) if r["id"] in QUICK]
-    path = tmp_path / "subset.csv"
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    path, rows = _quick_subset(validation_dir, tmp_path)
     code, out, err = run_cli(capsys, "validate", str(path), "--cv", "source", "--json")
     assert code == 0, err
     cv = json.loads(out)["cv"]
