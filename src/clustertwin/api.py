@@ -450,7 +450,7 @@ def sweep(sw: Any, *, db: str | Path | None = None, executor: str = "local", add
     """Run (or resume) a sweep into ``db``; ``clustertwin sweep --json``'s document."""
     from .planner.executors import make_executor
     from .planner.store import ResultsStore
-    from .planner.sweep import best_per_design, run_sweep
+    from .planner.sweep import best_per_design, run_sweep, sweep_assumptions
 
     ex = make_executor(executor, address=address, workers=workers)
     store = ResultsStore(db)
@@ -459,7 +459,8 @@ def sweep(sw: Any, *, db: str | Path | None = None, executor: str = "local", add
     return {"sweep_id": sw.sweep_id, "name": sw.name, "db": str(store.path), "executor": ex.name,
             "catalog_version": sw.catalog_version, "computed_chunks": out.computed_chunks,
             "skipped_chunks": out.skipped_chunks, "num_chunks": len(sw.chunks), "rows": rows,
-            "pareto": [r["job_index"] for r in rows if r["pareto"]], "memory_margin_gb": sw.spec["memory_margin_gb"]}
+            "pareto": [r["job_index"] for r in rows if r["pareto"]], "memory_margin_gb": sw.spec["memory_margin_gb"],
+            "assumptions": sweep_assumptions(sw, _catalog(None, sw.catalog_paths))}
 
 
 def results(db: str | Path | None = None, record_id: str | None = None) -> dict[str, Any]:

@@ -107,3 +107,11 @@ def test_serving_cross_validation_refits_per_source(validation_dir, tmp_path, ca
     assert {f["fold"] for f in cv["folds"]} == {r["source_group"] for r in rows}
     assert any(c["key"] == "step_overhead_ms" and c["group"] == "trtllm" for c in cv["constants"])
     assert {e: v["step_overhead_ms"] for e, v in engines._table()["engines"].items()} == before
+
+
+def test_validate_help_names_every_packaged_set(capsys):
+    from clustertwin.validate import PACKAGED_SETS
+
+    code, out, _ = run_cli(capsys, "validate", "--help")
+    text = " ".join(out.replace("│", " ").split())  # rich wraps the help text inside a box
+    assert code == 0 and all(name in text for name in PACKAGED_SETS), text

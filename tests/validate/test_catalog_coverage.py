@@ -73,3 +73,15 @@ def test_plan_and_compare_flag_an_uncalibrated_chip():
     flags = {d["name"]: any(a.startswith("uncalibrated efficiency") for a in d["assumptions"]) for d in out["designs"]}
     assert flags == {"mi325x-8": True, "hgx-h100": False}
 
+
+
+def test_sweep_flags_an_uncalibrated_chip(tmp_path):
+    from clustertwin import api
+
+    spec = {"name": "flag", "designs": [{"system": ["mi325x-8", "hgx-h100"], "gpus": 16}],
+            "models": ["llama3-8b"], "global_batch": 64, "seq_len": 4096}
+    doc = api.sweep(api.build_sweep(spec), db=tmp_path / "r.db", workers=1)
+    flags = [a for a in doc["assumptions"] if a.startswith("uncalibrated efficiency (assumed)")]
+    assert len(flags) == 1 and "mi325x" in flags[0]
+    one = {**spec, "designs": [{"system": "hgx-h100", "gpus": 16}]}
+    assert api.sweep(api.build_sweep(one), db=tmp_path / "r.db", workers=1)["assumptions"] == []

@@ -212,8 +212,8 @@ def estimate_cmd(
 
 @app.command("validate")
 def validate_cmd(
-    file: Annotated[Path, typer.Argument(help="Validation CSV (training, memory or collectives format), or a packaged "
-                                              "set name: training, memory, collectives.")],
+    file: Annotated[Path, typer.Argument(help="Validation CSV (training, memory, collectives or serving format), or a "
+                                              "packaged set name: training, memory, collectives, serving.")],
     engine: EngineOpt = "analytical",
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,

@@ -236,6 +236,8 @@ def sweep_cmd(
     _render_rows(rows, title=f"sweep {sw.name} ({sw.sweep_id}) - best plan per design, * = Pareto front")
     console.print(f"memory: each best plan fits with at least a {doc['memory_margin_gb']:g} GB margin left "
                   "(memory_margin_gb / --memory-margin)")
+    for a in doc["assumptions"]:
+        console.print(f"[warning] {a}", markup=False)
     console.print(f"stored in {db_s} as sweep {sw.sweep_id}; `clustertwin results show {sw.sweep_id} --db {db_s}`")
 
 

@@ -175,6 +175,15 @@ class Sweep:
     catalog_paths: tuple[str, ...] = ()
 
 
+def sweep_assumptions(sw: Sweep, catalog: Any) -> list[str]:
+    """The assumption lines that hold for a sweep's designs: one "uncalibrated efficiency (assumed)" line
+    per chip whose step efficiencies were never fitted (the same line ``estimate`` and ``plan`` print)."""
+    from ..sim.machine import uncalibrated_note
+
+    chips = sorted({catalog.system(j.system).accelerator.id for j in sw.jobs})
+    return [n for n in (uncalibrated_note(c) for c in chips) if n]
+
+
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
