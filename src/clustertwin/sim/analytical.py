@@ -363,6 +363,15 @@ def moe_assumptions(model: ModelSpec, hw: Hardware) -> list[str]:
     ]
 
 
+def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
+    from ..workload.stacks import resolve_stack
+
+    backend = resolve_stack(stack, catalog).attention_backend
+    if backend == "cudnn":
+        return f"fused attention (TE cuDNN backend) at {hw.eff.attention_efficiency_cudnn:.2f} of BF16 peak"
+    return f"fused attention (FlashAttention) at {hw.eff.attention_efficiency:.2f} of BF16 peak"
+
+
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
              catalog: Any = None, check: bool = True, network: Any = None,
              memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> StepResult:
@@ -387,7 +396,7 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
         "MFU/HFU count attention without causal halving (Narayanan/PaLM convention) against the dense "
         f"{plan.dtype} peak {hw.peak / 1e12:.0f} TFLOP/s",
         f"GEMM ceiling = MAMF {hw.mamf:.3f} of peak x tile/wave/K efficiency ({hw.eff.num_sms} SMs)",
-        f"fused attention at {hw.eff.attention_efficiency:.2f} of BF16 peak" if plan.flash_attention
+        _attention_assumption(hw, plan.stack, catalog) if plan.flash_attention
         else "unfused attention (batched GEMMs + softmax kernels)",
         "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
         bandwidth_assumption(hw),

@@ -28,6 +28,7 @@ class ChipEfficiency:
     kernel_overhead_s: float
     hbm_efficiency: float
     attention_efficiency: float
+    attention_efficiency_cudnn: float  # cuDNN fused attention (TE on sm90+); = attention_efficiency if unmeasured
     attention_seq_half: float
     overlap_slowdown: float
     runtime_overhead_bytes: float
@@ -81,6 +82,7 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         gemm_tile_m=int(tile[0]), gemm_tile_n=int(tile[1]), gemm_k_overhead=float(cfg["gemm_k_overhead"]),
         gemm_mamf_scale=float(cfg["gemm_mamf_scale"]), kernel_overhead_s=float(cfg["kernel_overhead_us"]) * 1e-6,
         hbm_efficiency=float(cfg["hbm_efficiency"]), attention_efficiency=float(cfg["attention_efficiency"]),
+        attention_efficiency_cudnn=float(cfg.get("attention_efficiency_cudnn") or cfg["attention_efficiency"]),
         attention_seq_half=float(cfg["attention_seq_half"]),
         overlap_slowdown=float(cfg["overlap_slowdown"]), runtime_overhead_bytes=float(cfg["runtime_overhead_gb"]) * 1e9,
         memory_reserve_fraction=float(cfg["memory_reserve_fraction"]),

@@ -52,6 +52,15 @@ class SoftwareStack:
     fsdp_flat_ring: bool = False
     # fused-attention kernel generation: its rate relative to the chip's attention_efficiency (FA2-class = 1)
     attention_kernel_speed: float = 1.0
+    # fused-attention library: "flash" (FlashAttention-2 class: the chip's attention_efficiency) or "cudnn"
+    # (Transformer Engine's FusedAttention, cuDNN F16_arbitrary_seqlen: the chip's attention_efficiency_cudnn).
+    # TE's backend selection disables FlashAttention "to give FusedAttention preference on Hopper+ for
+    # performance reasons" (transformer_engine/pytorch/attention/dot_product_attention/utils.py,
+    # get_attention_backend), so every TE-based stack runs cuDNN attention on sm90 and newer
+    attention_backend: str = "flash"
+    # FP8/FP4 weights quantised once per step and re-used by every micro-batch (Transformer Engine: Megatron
+    # passes is_first_microbatch to TE modules) instead of in every forward (torchao Float8Linear)
+    fp8_weight_cache: bool = False
     # implementation efficiency of the framework's compute kernels relative to the Megatron-Core / TE kernels
     # the chip constants describe (1 = same): every GEMM, attention and element-wise kernel of a layer and
     # the output layer run 1/compute_efficiency as long. FITTED per framework (efficiency.yaml `fitted`)
@@ -77,6 +86,7 @@ class SoftwareStack:
                 "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline,
                 "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap,
                 "fsdp_flat_ring": self.fsdp_flat_ring, "attention_kernel_speed": self.attention_kernel_speed,
+                "attention_backend": self.attention_backend, "fp8_weight_cache": self.fp8_weight_cache,
                 "compute_efficiency": self.compute_efficiency, "tp_overlap": self.tp_overlap,
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules)}
 
@@ -102,7 +112,8 @@ _MEGATRON_CORE = register_stack(
                "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True); "
                "docs/performance-summary-archive.md @067f987 (shared/validation rows mbridge-*)",
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
-        recompute=("none", "selective", "full"),
+        recompute=("none", "selective", "full"), attention_backend="cudnn",  # TE DotProductAttention
+        fp8_weight_cache=True,
     ))
 _MEGATRON_LM_2021 = register_stack(
     SoftwareStack(
@@ -192,6 +203,7 @@ register_stack(
                "other settings are those of the megatron-core preset (the fork follows Megatron-LM)",
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "selective", "full"), pipeline_schedules=("1f1b", "zb-h1"),
+        attention_backend="cudnn", fp8_weight_cache=True,  # Megatron-LM + TE, as megatron-core
     ))
 register_stack(
     SoftwareStack(

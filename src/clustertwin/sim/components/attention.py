@@ -8,7 +8,8 @@ Interface:
 * ``core(st) -> AttentionCore``: the core's forward/backward time and, unfused, the score-matrix
   element-wise kernels (``mem_fwd_s``/``mem_bwd_s``; zero when fused).
 
-Fused attention runs at ``attention_efficiency`` of the BF16 peak with a roll-off s/(s + s_half) in the
+Fused attention runs at ``attention_efficiency`` (FlashAttention-2 class; ``attention_efficiency_cudnn`` when
+the stack's ``attention_backend`` is TE's cuDNN fused attention) of the BF16 peak with a roll-off s/(s + s_half) in the
 KV length one kernel call sees; the backward does 2.5x the forward FLOPs (FlashAttention recomputes
 QK^T, MODELLING.md §1.4); causal masking skips all but the diagonal 128-blocks.
 """
@@ -83,6 +84,14 @@ def kv_elems_per_token(st: Stage):
     return np.maximum(g / t, 1.0) * (dq + dv)
 
 
+def attention_kernel_efficiency(st: Stage) -> float:
+    """The fused-attention efficiency (share of the BF16 peak) of the stack's attention backend on this chip:
+    cuDNN fused attention (Transformer Engine prefers it over FlashAttention on sm90+) or the chip's
+    FlashAttention-2-class ``attention_efficiency``."""
+    eff = st.hw.eff
+    return eff.attention_efficiency_cudnn if st.attn_backend == "cudnn" else eff.attention_efficiency
+
+
 def core(st: Stage) -> AttentionCore:
     model, hw, t, c, b, s, tok = st.model, st.hw, st.t, st.c, st.b, st.s, st.tok
     a = float(model.num_attention_heads)
@@ -97,8 +106,8 @@ def core(st: Stage) -> AttentionCore:
         # roll-off with the KV length one kernel call sees: the full sequence, or with a CP ring the local
         # chunk s/c (one call per ring step); the CP all-gather path attends to the gathered K,V
         s_kv = s if st.cp_comm == "allgather" else s / c
-        rate = (hw.peak_bf16 * hw.eff.attention_efficiency * st.attn_speed
-                * s_kv / (s_kv + hw.eff.attention_seq_half))
+        eff = attention_kernel_efficiency(st)
+        rate = hw.peak_bf16 * eff * st.attn_speed * s_kv / (s_kv + hw.eff.attention_seq_half)
         attn_f = core_full * causal_frac / rate + 2 * kern
         attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
         fw = float(model.sliding_window_fraction)
@@ -106,7 +115,7 @@ def core(st: Stage) -> AttentionCore:
             # sliding-window layers: a query attends to its last w keys, computed in 128-blocks (w + one block
             # of keys per query block), at the short-KV rate of a w-long kernel call
             w = np.minimum(float(model.sliding_window) + blk, s_kv)
-            rate_w = hw.peak_bf16 * hw.eff.attention_efficiency * w / (w + hw.eff.attention_seq_half)
+            rate_w = hw.peak_bf16 * eff * w / (w + hw.eff.attention_seq_half)
             win = core_full * w / s
             attn_f = (1.0 - fw) * attn_f + fw * (win / rate_w + 2 * kern)
             attn_b = (1.0 - fw) * attn_b + fw * (2.5 * win / rate_w + 4 * kern)

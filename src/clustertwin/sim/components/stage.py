@@ -13,7 +13,7 @@ regions (``tok/t`` with SP); ``m`` micro-batches per step; ``in_bytes`` bytes pe
 of the step dtype; ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the share of MoE layers;
 ``flash``, ``cp_comm`` ("p2p" ring or "allgather"), ``grad_reduce_bytes`` from the software stack, and
 from its preset (workload/stacks.py): ``attn_speed`` (fused-attention kernel rate relative to the chip's
-FA2-class efficiency), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
+FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAttention or TE's cuDNN), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
 sharded-DP implementation: ``fsdp_recompute_gather`` (the recompute forward gathers the parameters again,
 DeepSpeed ZeRO-3) and ``fsdp_flat`` (gather rings cross the network on every hop).
 """
@@ -56,7 +56,9 @@ class Stage:
     cp_comm: str
     grad_reduce_bytes: float
     attn_speed: float = 1.0
+    attn_backend: str = "flash"  # fused-attention backend: "flash" (FlashAttention-2 class) or "cudnn" (TE)
     sel_half: bool = False
+    fp8_weight_cache: bool = False  # FP8 weights cast once per step (TE), not every micro-batch (torchao)
     fsdp_recompute_gather: bool = False
     fsdp_flat: bool = False
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
@@ -91,6 +93,7 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
 def _stack_fields(stack) -> dict:
     if stack is None:
         return {}
-    return {"attn_speed": float(stack.attention_kernel_speed),
+    return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
             "sel_half": stack.selective_recompute == "half-forward",
+            "fp8_weight_cache": bool(stack.fp8_weight_cache),
             "fsdp_recompute_gather": stack.fsdp_impl == "zero3-2021", "fsdp_flat": bool(stack.fsdp_flat_ring)}
