@@ -10,6 +10,7 @@ component needs them). Interfaces are listed in each module's docstring:
     mlp.py          dense MLP GEMMs
     moe.py          router, routed + shared expert GEMMs, permutation kernels, all-to-all bytes
     elementwise.py  norms, residuals, activation, RoPE, FP8 casts
+    fp8.py          FP8/FP4 recipe quantisation bytes and time (tensorwise/rowwise/MXFP8/NVFP4), dense + experts
     embedding.py    output layer + cross-entropy (+ multi-token prediction)
     tp_comm.py      TP / SP collectives
     cp_comm.py      CP K,V exchange (ring or all-gather)
