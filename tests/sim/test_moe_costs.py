@@ -164,3 +164,18 @@ def test_host_stall_is_per_platform_and_amortised_by_the_micro_batch(catalog):
         assert any("dispatcher" in a and "device-to-host" in a for a in r.assumptions)
         per_token.append(r.breakdown["moe_host"])
     assert per_token[1] == pytest.approx(per_token[0] / 4, rel=0.05)  # 4x fewer micro-batches, 4x less stall
+
+
+def test_full_recompute_redispatches_the_moe_layer(catalog):
+    """Full recompute re-runs the layer forward in the backward, token dispatcher included: one more
+    forward's dispatch + combine (6 all-to-alls instead of 4) and one more forward's host stall; selective
+    MoE recompute (norms, expert activation) re-dispatches nothing."""
+    s = catalog.system("hgx-b200")
+    hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
+    args = dict(tp=1, pp=1, dp=8, cp=1, ep=8, vpp=1, micro_batch=2, zero=1, global_batch=64, seq_len=4096)
+    c = {rc: stage_costs(QWEN3_30B, hw, recompute=rc, **args) for rc in (0, 1, 2)}
+    ep = {rc: float(c[rc]["ep_comm_fwd_s"] + c[rc]["ep_comm_bwd_s"]) for rc in c}
+    host = {rc: float(c[rc]["layer_fwd_host_s"] + c[rc]["layer_bwd_host_s"]) for rc in c}
+    assert ep[0] > 0 and ep[1] == pytest.approx(ep[0]) and ep[2] == pytest.approx(1.5 * ep[0])
+    assert host[1] == pytest.approx(host[0])
+    assert host[2] == pytest.approx(host[0] + float(c[0]["layer_fwd_host_s"]))

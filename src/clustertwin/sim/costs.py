@@ -84,6 +84,13 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     mo = moe_layer(st)
     ep_f, ep_b = ep_comm(st, mo.a2a_bytes)
     host_f, host_b = host_idle(st, mo.fwd_s + mo.mem_fwd_s + ep_f, mo.bwd_s + mo.mem_bwd_s + ep_b)
+    # Full recompute re-runs the whole layer's forward in the backward (Megatron recompute_granularity=full
+    # checkpoints the TransformerLayer, MoELayer and its token dispatcher included): the recomputed forward
+    # dispatches and combines its tokens again and waits again at the dispatcher's device-to-host sync, so
+    # the backward of a MoE layer carries one more forward's all-to-alls and host idle
+    full_rc = np.where(st.rc == 2, 1.0, 0.0)
+    ep_b = ep_b + full_rc * ep_f
+    host_b = host_b + full_rc * host_f
     ew_f, ew_b = elementwise(st)
     if hw.dtype in FP4_DTYPES:
         # NVFP4 training recipe: ~15 % of the linear layers (the final blocks) stay in BF16 (Mishra et al.,
