@@ -6,6 +6,10 @@ of the best plan's predicted tokens/s to the published tokens/s, and whether the
 The `own/pub` column is the model at the row's own layout over the published tokens/s (the validator's
 prediction): when best/pub is much higher than own/pub the search found a region of the space (micro-
 batch, EP, ZeRO, recompute) where the model is more optimistic than at the layout the experts ran.
+The `best/known` column compares with the fastest published run of the same job (model, system, GPUs,
+precision, global batch, sequence length) over the Megatron-Bridge releases (benchmarks/data/
+megatron_bridge_best_known.csv, sourced): where a later release ran the job faster than the row, the row's
+layout or software was not the best the experts found, and the later rate is the fairer reference.
 
     python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5]
 
@@ -15,14 +19,37 @@ Targets (issue #15): median ratio <= 1.10, none above 1.30.
 from __future__ import annotations
 
 import argparse
+import csv
 import statistics
 import time
+from pathlib import Path
 
 from clustertwin import load_catalog
 from clustertwin.errors import InputError
 from clustertwin.planner.fromrow import published_tokens_per_s, request_from_row, row_layout
 from clustertwin.planner.planning import plan
 from clustertwin.validate import packaged_path, predict_training_row, read_rows
+
+KNOWN_KEYS = ("model", "system", "num_gpus", "precision", "global_batch", "seq_len")
+KNOWN_FILE = Path(__file__).parent / "data" / "megatron_bridge_best_known.csv"
+
+
+def best_known_per_gpu(path: Path = KNOWN_FILE) -> dict[tuple[str, ...], dict[str, str]]:
+    """job key (the row columns KNOWN_KEYS) -> the fastest later-published run of that job."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        return {tuple(r[k].strip() for k in KNOWN_KEYS): r for r in csv.DictReader(fh)}
+
+
+def job_key(row: dict[str, str]) -> tuple[str, ...]:
+    return tuple((row.get(k) or "").strip() for k in KNOWN_KEYS)
+
+
+def summary(name: str, xs: list[float]) -> str:
+    s = sorted(xs)
+    q = statistics.quantiles(s, n=4) if len(s) >= 4 else [s[0], statistics.median(s), s[-1]]
+    return (f"{name} over {len(s)} rows: median {statistics.median(s):.3f}, quartiles {q[0]:.3f} / {q[2]:.3f}, "
+            f"min {s[0]:.3f}, max {s[-1]:.3f}; above 1.10: {sum(x > 1.10 for x in s)}, above 1.30: "
+            f"{sum(x > 1.30 for x in s)}, below 0.90: {sum(x < 0.90 for x in s)}")
 
 
 def main() -> None:
@@ -31,12 +58,13 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=5)
     a = ap.parse_args()
     cat = load_catalog()
+    known = best_known_per_gpu()
     rows = [r for r in read_rows(packaged_path("training")) if (r.get("framework") or "").strip() == a.framework]
     keys = ("tp", "pp", "dp", "cp", "ep")
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
-          f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'s':>5}")
-    ratios, in_top, failed, moe = [], 0, [], []
+          f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'s':>5}")
+    ratios, in_top, failed, moe, vs_known, later = [], 0, [], [], [], []
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -54,6 +82,12 @@ def main() -> None:
         ratio = best["tokens_per_s"] / pub if pub else float("nan")
         own = float(r["measured_step_time_s"]) / predict_training_row(r, cat) if pub else float("nan")
         ratios.append(ratio)
+        k = known.get(job_key(r))
+        ref = max(pub, float(k["tokens_per_s_per_gpu"]) * float(r["num_gpus"])) if k else pub
+        vs_known.append(best["tokens_per_s"] / ref)
+        if k and ref > pub:
+            later.append(f"{r['id']}: {k['release']} mb{k['micro_batch']} TP{k['tp']} PP{k['pp']} V{k['vpp']} "
+                         f"EP{k['ep']} {float(k['tokens_per_s_per_gpu']):,.0f} tok/s/GPU = {ref / pub:.2f}x the row")
         moe.append(int(float(r.get("num_experts") or 0)) > 1)
         in_top += rank is not None
 
@@ -61,22 +95,23 @@ def main() -> None:
             return "TP{tp} PP{pp} DP{dp} CP{cp} EP{ep}".format(**{k: int(p[k]) for k in keys})
 
         print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
-              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:8.3f} {str(rank or '-'):>8} {time.perf_counter() - t0:5.1f}",
+              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:8.3f} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
+              f"{time.perf_counter() - t0:5.1f}",
               flush=True)
     if ratios:
-        s = sorted(ratios)
-        q = statistics.quantiles(s, n=4) if len(s) >= 4 else [s[0], statistics.median(s), s[-1]]
-        print(f"\nbest/published over {len(s)} rows: median {statistics.median(s):.3f}, quartiles {q[0]:.3f} / "
-              f"{q[2]:.3f}, min {s[0]:.3f}, max {s[-1]:.3f}; above 1.10: {sum(x > 1.10 for x in s)}, above 1.30: "
-              f"{sum(x > 1.30 for x in s)}, below 0.90: {sum(x < 0.90 for x in s)}")
+        print("\n" + summary("best/published", ratios))
         for name, sel in (("dense", [x for x, m in zip(ratios, moe, strict=True) if not m]),
                           ("MoE", [x for x, m in zip(ratios, moe, strict=True) if m])):
             if sel:
                 print(f"  {name} rows ({len(sel)}): median {statistics.median(sel):.3f}, min {min(sel):.3f}, "
                       f"max {max(sel):.3f}, above 1.30: {sum(x > 1.30 for x in sel)}")
-        print(f"published layout in the top {a.top}: {in_top} of {len(s)}; no plan: {len(failed)}; "
+        print(summary("best/known (fastest published run of the same job)", vs_known))
+        print(f"  MoE rows: above 1.30: {sum(x > 1.30 for x, m in zip(vs_known, moe, strict=True) if m)}; "
+              f"rows whose job a later release ran faster ({len(later)}):")
+        for line in later:
+            print("    " + line)
+        print(f"published layout in the top {a.top}: {in_top} of {len(ratios)}; no plan: {len(failed)}; "
               f"{time.perf_counter() - t_all:.0f} s")
-
 
 if __name__ == "__main__":
     main()
