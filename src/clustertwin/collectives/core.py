@@ -104,7 +104,7 @@ for _alg in (
     Algorithm("all_reduce", "hier", M.hierarchical, auto=False, aliases=("2d", "hierarchical")),
     Algorithm("all_gather", "ring", lambda P, S, n, g: M.ring(P, "ag", S, n, g)),
     Algorithm("all_gather", "pat", M.pat, available=_pat_available),
-    Algorithm("reduce_scatter", "ring", lambda P, S, n, g: M.ring(P, "ag", S, n, g)),
+    Algorithm("reduce_scatter", "ring", lambda P, S, n, g: M.ring(P, "rs", S, n, g)),
     Algorithm("reduce_scatter", "pat", M.pat, available=_pat_available),
     Algorithm("broadcast", "ring", lambda P, S, n, g: M.ring(P, "bc", S, n, g)),
     Algorithm("reduce", "ring", lambda P, S, n, g: M.ring(P, "bc", S, n, g)),

@@ -111,20 +111,46 @@ def _protocol_mask(P, d, simple_only=False):
     return _stack3(np.ones_like(d, dtype=bool), _ll128_mask(P, d), np.ones_like(d, dtype=bool))
 
 
+def _size_ranged(P: CollectiveParams, op, S, d, t3, at_size):
+    """RCCL picks the protocol of a single-node collective by message size, not by its cost model
+    (tuning.cc llProtoRanges: LL up to ``ll_max``, LL64/128 up to ``ll128_max``, Simple above).
+    ``t3``: times per protocol (3, ...); ``at_size(b)``: the same collective's times at size ``b``.
+    Where a switch point makes a larger message faster (RCCL's ranges are tuned so that this is
+    small), the time below it is capped at the next protocol's time at the switch point, so time
+    stays monotone in size. Returns ``t3`` with only the chosen protocol finite."""
+    rng = P.protocol_ranges.get(op) if (P.protocol_ranges and op is not None) else None
+    if rng is None:
+        return t3
+    ll_max, ll128_max = rng
+    S = np.broadcast_to(np.asarray(S, dtype=float), t3.shape[1:])
+    want = np.where(S <= ll_max, LL, np.where(S <= ll128_max, LL128, SIMPLE))
+    forced = np.take_along_axis(t3, want[None], axis=0)[0]
+    fallback = ~np.isfinite(forced)  # that protocol cannot run here (e.g. LL128 masked)
+    forced = np.where(fallback, t3.min(axis=0), forced)
+    t1, t2 = at_size(ll_max), at_size(ll128_max)
+    cap_hi = t2[SIMPLE]
+    cap_lo = np.minimum(t1[LL128], cap_hi)
+    t = np.where(S <= ll_max, np.minimum(forced, cap_lo), np.where(S <= ll128_max, np.minimum(forced, cap_hi), forced))
+    proto = np.where(fallback, t3.argmin(axis=0), want)
+    out = np.where(np.arange(3).reshape((3,) + (1,) * t.ndim) == proto[None], t[None], INF)
+    return np.where(d <= 1, out, t3)
+
+
 # --------------------------------------------------------------------------------------- ring / chain
-def ring(P: CollectiveParams, kind: str, S, n, g):
+def ring(P: CollectiveParams, kind: str, S, n, g, ranged: bool = True):
     """Ring all-reduce (kind 'ar'), all-gather / reduce-scatter ('ag'), chain broadcast / reduce ('bc').
 
     Latency: NCCL tuning.cc ring model, nsteps = 2(n−1) (ar) or n−1, of which 2d (ar, d > 1; NCCL
     master) / d−1 cross the network; intra steps cost max(intraLat, netOverhead). Bandwidth: bytes 2(n−1)/n·S, (n−1)/n·S or S.
     """
     g, d = _domains(n, g)
+    op = {"ar": "all_reduce", "ag": "all_gather", "rs": "reduce_scatter"}.get(kind)
     if kind == "ar":
         # NCCL master tuning.cc: nInterSteps = 2·nNodes for a multi-node all-reduce (was 2·(nNodes−1))
         # (never more network steps than steps: one rank per node -> every step crosses)
         nsteps, fbytes = 2 * (n - 1), 2 * (n - 1) / n
         ninter = np.minimum(np.where(d > 1, 2 * d, 0.0), nsteps)
-    elif kind == "ag":
+    elif kind in ("ag", "rs"):
         nsteps, ninter, fbytes = n - 1, d - 1, (n - 1) / n
     else:
         nsteps, ninter, fbytes = n - 1, d - 1, np.ones_like(n)
@@ -145,7 +171,10 @@ def ring(P: CollectiveParams, kind: str, S, n, g):
         B * P.bw_factor[SIMPLE],
     )
     W = np.stack(np.broadcast_arrays(*[fbytes * S / Bp[p] for p in range(3)]))
-    return _finish(P, lat, W, _protocol_mask(P, d), d)
+    t3 = _finish(P, lat, W, _protocol_mask(P, d), d)
+    if not ranged or not P.protocol_ranges:
+        return t3
+    return _size_ranged(P, op, S, d, t3, lambda b: ring(P, kind, np.full_like(np.asarray(S, dtype=float), b), n, g, False))
 
 
 # ------------------------------------------------------------------------------------------- tree
@@ -160,7 +189,7 @@ def _tree_correction(P: CollectiveParams, S):
     return [np.interp(k, xp, np.concatenate(([1.0], T[p], [1.0]))) for p in range(3)]
 
 
-def tree(P: CollectiveParams, S, n, g):
+def tree(P: CollectiveParams, S, n, g, ranged: bool = True):
     """NCCL double binary tree all-reduce (Sanders et al. 2009). Latency (tuning.cc):
     base + 2·((g−1)·intraLat + log2(d)·interLat); bytes 2S per node per direction (algbw = busbw/2);
     protocol factors LL 1/3.8, LL128 7/9 (1 node) or 120/128, Simple 0.92."""
@@ -181,7 +210,10 @@ def tree(P: CollectiveParams, S, n, g):
     Bp = (np.minimum(Bs / 3.8, _ll_cap(P, d)), Bs * np.where(d > 1, 120 / 128, 7 / 9), Bs)
     corr = _tree_correction(P, S)
     W = np.stack(np.broadcast_arrays(*[2 * S / (Bp[p] * corr[p]) for p in range(3)]))
-    return _finish(P, lat, W, _protocol_mask(P, d), d)
+    t3 = _finish(P, lat, W, _protocol_mask(P, d), d)
+    if not ranged or not P.protocol_ranges:
+        return t3
+    return _size_ranged(P, "all_reduce", S, d, t3, lambda b: tree(P, np.full_like(np.asarray(S, dtype=float), b), n, g, False))
 
 
 # ---------------------------------------------------------------------------------- in-network
@@ -244,7 +276,7 @@ def hierarchical(P: CollectiveParams, S, n, g):
     domains on each rank's own NIC share (g parallel rings), all-gather inside the domain
     (MODELLING.md §7; Jia et al. 2018 "hierarchical all-reduce"). Each stage takes its best protocol."""
     g, d = _domains(n, g)
-    rs = np.where(g > 1, ring(P, "ag", S, g, g).min(axis=0), 0.0)
+    rs = np.where(g > 1, ring(P, "rs", S, g, g).min(axis=0), 0.0)
     ag = rs
     inter = ring(P, "ar", S / g, d, np.ones_like(d)).min(axis=0)
     t = rs + ag + np.where(d > 1, inter, 0.0)

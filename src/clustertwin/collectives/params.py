@@ -64,6 +64,15 @@ def _ll_max_bw(arch: str, table: dict[str, Any]) -> tuple[float, float, float]:
     return (one * 1e9, two * 1e9, many * 1e9)
 
 
+def _library(arch: str, c: dict[str, Any]) -> dict[str, Any]:
+    """The collective library's own tuner tables for this GPU family (``libraries`` in nccl.yaml):
+    RCCL on AMD Instinct (ROCm/rccl src/graph/tuning.cc), else NCCL's (the ``tuner`` tables)."""
+    for lib in (c.get("libraries") or {}).values():
+        if any(arch.startswith(a) for a in lib.get("archs", ())):
+            return lib
+    return {}
+
+
 def _gbps3(v: Any) -> tuple[float, float, float]:
     a, b, c = _arr3(v)
     return (a * 1e9, b * 1e9, c * 1e9)
@@ -120,6 +129,8 @@ class CollectiveParams:
     ll128_max_bw_per_channel: float = float("inf")  # ring LL128 busbw cap per channel (B/s)
     tree_max_bw_per_channel: tuple[float, float, float] = (float("inf"),) * 3  # tree busbw cap per channel
     p2p_ll_threshold_bytes: float = 16384.0  # NCCL_P2P_LL_THRESHOLD
+    # RCCL: single-node protocol by size, op -> (LL max bytes, LL128 max bytes); None = NCCL's tuner choice
+    protocol_ranges: Any = None
     tree_correction: Any = None  # np.ndarray (3 protocols, 23 sizes): NCCL treeCorrectionFactor
     sources: tuple[str, ...] = ()
 
@@ -196,8 +207,11 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
     nvls_eff = _num(entry, "nvls_efficiency", nvls_eff_default, 0.0, 2.0, sid)
     intra_kind = "pci" if system.scaleup_topology == "pcie" else "nvlink"
     view = resolve_hardware(system, scaleout)  # the one source of every bandwidth (hardware.py)
-    base = {k: tuple(x * US for x in _arr3(v)) for k, v in t["base_latency_us"].items()}
-    hw_intra = {k: tuple(x * US for x in _arr3(v)) for k, v in t["hw_latency_us"][intra_kind].items()}
+    lib = _library(arch, c)
+    base_t = dict(t["base_latency_us"], **(lib.get("base_latency_us") or {}))
+    intra_t = dict(t["hw_latency_us"][intra_kind], **((lib.get("hw_latency_us") or {}).get(intra_kind) or {}))
+    base = {k: tuple(x * US for x in _arr3(v)) for k, v in base_t.items()}
+    hw_intra = {k: tuple(x * US for x in _arr3(v)) for k, v in intra_t.items()}
     # NCCL's network latencies are for an RDMA NIC on an InfiniBand fat tree; a fabric whose path
     # (end host + 3 switch hops, leaf-spine-leaf) is slower (RoCE switches, TCP sockets) pays the
     # difference on every network step.
@@ -250,6 +264,8 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         ll128_max_bw_per_channel=float(_arch_key(arch, t["ll128_ring_max_bw_per_channel_GBps"])) * 1e9,
         p2p_ll_threshold_bytes=float(t["p2p_ll_threshold_bytes"]),
         tree_correction=np.asarray(t["tree_correction_factor"], dtype=float),
+        protocol_ranges={op: (float(v[0]), float(v[1])) for op, v in (lib.get("protocol_ranges_bytes") or {}).items()}
+        or None,
         tree_max_bw_per_channel=_gbps3(_arch_key(arch, t["tree_max_bw_per_channel_GBps"])),
         sources=tuple(str(s) for s in (_tech_note(system.scaleup.id), entry.get("source")) if s),
     )
