@@ -98,3 +98,23 @@ def test_send_recv_protocols_follow_ncclp2p_ll_threshold(catalog):
     assert np.all(np.isinf(t[M.LL128]))  # p2p never runs LL128
     s = M.sendrecv(P, np.array([thr, 2 * thr]), np.array([2.0, 2.0]), np.array([2.0, 2.0]))
     assert np.isfinite(s[M.LL][0]) and np.isinf(s[M.LL][1]) and np.all(np.isinf(s[M.LL128]))
+
+
+def test_nvlstree_two_domain_exchange_and_bus_bandwidth(catalog):
+    """NCCL 2.28 tuning.cc: with two domains NVLSTree's inter bandwidth counts twice (each domain sends
+    its S once); the NVLS part keeps the single domain's bus bandwidth (busBw -> algbw by n/nsteps)."""
+    spec, fab = catalog.system("hgx-h100"), catalog.fabric("ib-ndr-400g")
+    P = resolve_params(spec, fab)
+    S = np.array([2.0**33])
+    one = M.nvls(P, S, np.array([8.0]), np.array([8.0]))[M.SIMPLE][0]
+    busbw = lambda t, n: S[0] / t * 2 * (n - 1) / n  # noqa: E731
+    # a fast network: NVLSTree is NVLS-bound and reaches the single domain's bus bandwidth
+    wide = dataclasses.replace(P, nic_bw_per_device=P.nic_bw_per_device * 100, nic_bw_per_host=P.nic_bw_per_host * 100)
+    for d in (2, 4):
+        t = M.nvls(wide, S, np.array([8.0 * d]), np.array([8.0]))[M.SIMPLE][0]
+        assert busbw(t, 8 * d) == pytest.approx(busbw(one, 8), rel=0.02)
+    # the real NIC: two domains move S per direction, three or more a tree's 2S
+    W = lambda d: M.nvls(dataclasses.replace(P, pipeline_fill_s=0.0), S, np.array([8.0 * d]), np.array([8.0]))[M.SIMPLE][0]  # noqa: E731
+    nic = 8 * P.nic_bw_per_device * P.scaleout_fraction * P.tree_bw_factor
+    assert W(4) >= 2 * S[0] / nic
+    assert W(2) < 2 * S[0] / nic and W(2) >= S[0] / nic

@@ -230,7 +230,13 @@ def nvls(P: CollectiveParams, S, n, g):
         return np.full((3, *np.broadcast(S, n, g).shape), INF)
     B_nvls = _bw_up(P, g) * P.nvls_efficiency
     intra_t = (g + 1) / g * S / B_nvls
-    inter_t = 2 * S / (_bw_out_domain(P, g) * P.tree_bw_factor)
+    # NCCL's tuner prices NVLS and NVLSTree by one bus bandwidth (tuning.cc converts busBw to algbw by
+    # nRanks / nsteps for both): across domains the NVLS part keeps the single domain's bus bandwidth,
+    # so its time grows as 2(n-1)/n over the domain's 2(g-1)/g (1 for n = g)
+    intra_t = intra_t * np.where(n > g, ((n - 1) / n) / np.maximum((g - 1) / g, 1e-9), 1.0)
+    # NCCL 2.28 tuning.cc "Handle 2 node case of NVLSTree": with two domains each sends its S once
+    # (interBw x2); from three on a tree node moves 2S per direction
+    inter_t = np.where(d > 2, 2.0, 1.0) * S / (_bw_out_domain(P, g) * P.tree_bw_factor)
     W_s = np.where(d > 1, np.maximum(intra_t, inter_t), intra_t)
     lat_s = np.where(
         d > 1,
