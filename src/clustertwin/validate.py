@@ -460,7 +460,8 @@ def validate_rows(rows: list[dict[str, str]], *, catalog=None, engine: str = "an
     return _validate_training(rows, catalog or load_catalog(), engine)
 
 
-def _validate_predicted(rows, catalog, engine, *, target: str, kind: str, unit: str, predict) -> ValidationReport:
+def _validate_predicted(rows, catalog, engine, *, target: str, kind: str, unit: str, predict,
+                        extra_note=None) -> ValidationReport:
     out = []
     for row in rows:
         rid = (row.get("id") or "?").strip()
@@ -481,8 +482,9 @@ def _validate_predicted(rows, catalog, engine, *, target: str, kind: str, unit: 
         if not (pred > 0 and pred < float("inf")):
             out.append(RowResult(rid, measured, None, None, reason=f"model produced no finite {kind} value", unit=unit))
             continue
+        note = "; ".join(n for n in (row_notes(row, catalog), extra_note(row) if extra_note else "") if n)
         out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit=unit,
-                             stack=stack_for_row(row).id, note=row_notes(row, catalog)))
+                             stack=stack_for_row(row).id, note=note))
     return ValidationReport(kind, out)
 
 
@@ -491,14 +493,39 @@ def _validate_training(rows, catalog, engine="analytical") -> ValidationReport:
                                predict=lambda row: predict_training_row(row, catalog, engine))
 
 
+# what a memory figure counts (memory.csv `memory_basis`, documented in the validation README): words of the
+# column -> basis, first match. "allocator": the PyTorch caching allocator's peak (torch.cuda
+# max_memory_reserved / max_memory_allocated, what torchtitan and Megatron log), which holds the tensors but
+# not the CUDA context, NCCL's own buffers and other driver allocations; "device": the process's whole
+# footprint (nvidia-smi / NVML used memory), i.e. those too (efficiency.yaml runtime_overhead_gb).
+MEMORY_BASIS_WORDS = (("nvidia-smi", "device"), ("nvml", "device"), ("device memory used", "device"),
+                      ("reserved", "allocator"), ("allocated", "allocator"), ("torch.cuda", "allocator"))
+
+
+def memory_basis(row: dict[str, str]) -> tuple[str, str]:
+    """(basis, note) of a memory row: ``allocator`` or ``device``; an unrecognised or blank `memory_basis` is
+    read as the allocator's peak (what PyTorch frameworks report) and the note says so."""
+    text = (row.get("memory_basis") or "").lower()
+    for word, basis in MEMORY_BASIS_WORDS:
+        if word in text:
+            return basis, ""
+    return "allocator", "memory_basis not recognised: read as the PyTorch allocator's peak (no CUDA context / NCCL buffers)"
+
+
 def predict_memory_row(row: dict[str, str], catalog, engine: str = "analytical") -> float:
-    """Predicted peak memory per GPU of a run, in GB (1e9 B), as the allocator reserves it."""
-    return _estimate_row(row, catalog, "analytical").memory_gb_per_gpu
+    """Predicted peak memory per GPU of a run, in GB (1e9 B), on the row's `memory_basis`: the allocator's
+    peak leaves out the runtime memory outside it (CUDA context, NCCL buffers), a device figure includes it."""
+    est = _estimate_row(row, catalog, "analytical")
+    basis, _ = memory_basis(row)
+    if basis == "device":
+        return est.memory_gb_per_gpu
+    return est.memory_gb_per_gpu - float(est.memory_breakdown_gb.get("runtime", 0.0))
 
 
 def _validate_memory(rows, catalog, engine="analytical") -> ValidationReport:
     return _validate_predicted(rows, catalog, engine, target="measured_memory_gb_per_gpu", kind="memory", unit="GB",
-                               predict=lambda row: predict_memory_row(row, catalog, engine))
+                               predict=lambda row: predict_memory_row(row, catalog, engine),
+                               extra_note=lambda row: memory_basis(row)[1])
 
 
 def _validate_collectives(rows: list[dict[str, str]], catalog, engine: str = "analytical") -> ValidationReport:

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# share of the linear layers an NVFP4 training recipe keeps in BF16 (arXiv:2509.25149 Sec. 4: ~15 %); one
+# constant with the memory model (workload/memory.py nvfp4_layers)
+from ..workload.memory import NVFP4_BF16_LAYER_SHARE
 from ..workload.model import ModelSpec
 from .comm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER, SEND_RECV, collective_time  # noqa: F401
 from .components import attention
@@ -43,9 +46,6 @@ from .components.tp_comm import tp_comm
 from .kernels import gemm_time, gemm_train_time, mem_time  # noqa: F401
 from .machine import ChipEfficiency, Hardware, chip_efficiency, make_hardware, mamf_for, with_dtype  # noqa: F401
 from .machine import efficiency_table as _efficiency_table  # noqa: F401  (former name, for in-flight callers)
-
-# share of the linear layers an NVFP4 training recipe keeps in BF16 (arXiv:2509.25149 Sec. 4: ~15 %)
-NVFP4_BF16_LAYER_SHARE = 0.15
 
 STAGE_COST_FIELDS = (
     # per layer, per micro-batch, on one GPU (dense layer / MoE layer averaged by their share)

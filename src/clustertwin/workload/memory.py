@@ -118,6 +118,57 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     return np.where(rc == 2, full, per_layer), per_layer + np.where(~flash, scores / tp, 0.0)
 
 
+NVFP4_BF16_LAYER_SHARE = 0.15  # share of the decoder layers an NVFP4 recipe keeps in BF16 (see nvfp4_layers)
+
+
+def nvfp4_layers(num_layers: int) -> int:
+    """Decoder layers whose linears an NVFP4 training recipe runs in NVFP4: the leading 85 % (Mishra et al.,
+    'Pretraining LLMs with NVFP4', arXiv:2509.25149 Sec. 4; torchtitan nvfp4.md: layers 0-26 of Llama 3 8B's
+    32 and 0-29 of Qwen3 8B's 36 are NVFP4, the rest and the LM head BF16)."""
+    return int(np.floor((1.0 - NVFP4_BF16_LAYER_SHARE) * num_layers + 1e-9))
+
+
+def op_sac_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, opaque_share=0.0):
+    """Bytes one layer keeps per micro-batch under torchtitan's per-op selective AC (``selective_ac_option =
+    "op"``), arrays.
+
+    The policy (torchtitan ``_apply_ac_to_transformer_block`` / ``_custom_policy``) wraps each block in a
+    checkpoint whose saved set is the block input plus the outputs of the ops in its save list: every odd
+    ``aten.mm`` of the block (attention wq, wv; SwiGLU w1 and w2, GELU fc1), the SDPA outputs (output + FP32
+    log-sum-exp) and, with TP, the reduce-scatter outputs; everything else is recomputed from them in
+    backward. A rowwise-parallel mm (w2) saves its pre-reduce-scatter output: the full local sequence.
+    ``opaque_share``: share of the layers whose GEMMs do not dispatch as ``aten.mm`` (torchao's NVFP4
+    training op is a raw autograd Function, torchtitan nvfp4.py), so the policy saves none of their outputs
+    and those layers keep only their input and the SDPA outputs. torchao's Float8 / MX linears run ``aten.mm``
+    on tensor subclasses, so FP8 / MXFP8 layers save what BF16 layers save (in BF16: the mm output dtype).
+    MoE layers: the routed experts run ``_grouped_mm`` (not saved), the shared experts as a dense SwiGLU.
+    """
+    tp = np.asarray(tp, dtype=float)
+    cp = np.asarray(cp, dtype=float)
+    b = np.asarray(micro_batch, dtype=float)
+    tok = np.asarray(seq_len, dtype=float) / cp * b
+    sp = np.asarray(sp, dtype=bool) & (tp > 1)
+    h, a, g = model.hidden_size, model.num_attention_heads, model.num_kv_heads
+    dq, dv = model.qk_head_dim, model.v_dim
+    seq_split = np.where(sp, tp, 1.0)
+    x = 2.0 * h * tok / seq_split  # block input
+    sdpa = (2.0 * a * dv + 4.0 * a) * tok / tp  # SDPA output + FP32 log-sum-exp
+    attn_mm = 2.0 * (a * dq + g * dv) * tok / tp  # wq, wv outputs (colwise)
+    if model.swiglu:
+        mlp_width, mlp_h = float(model.ffn_hidden_size), 1.0  # w1 (colwise) + w2 (rowwise, full h)
+    else:
+        mlp_width, mlp_h = float(model.ffn_hidden_size), 0.0  # fc1 (5th mm); fc2 is the 6th
+    if model.is_moe:
+        frac_moe = model.num_moe_layers / model.num_layers
+        shared_w = float(model.num_shared_experts * model.moe_ffn_hidden_size)
+        mlp_width = (1 - frac_moe) * mlp_width + frac_moe * shared_w
+        mlp_h = (1 - frac_moe) * mlp_h + frac_moe * (1.0 if model.num_shared_experts and model.swiglu else 0.0)
+    mlp_mm = 2.0 * mlp_width * tok / tp + 2.0 * mlp_h * h * tok  # rowwise mm output: whole local sequence
+    rs = np.where(sp, 2.0 * 2.0 * h * tok / tp, 0.0)  # attention and MLP reduce-scatter outputs (TP)
+    opaque = np.asarray(opaque_share, dtype=float)
+    return x + sdpa + rs + (1.0 - opaque) * (attn_mm + mlp_mm)
+
+
 def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microbatch_group=None, *,
                              model: ModelSpec | None = None, schedule=0):
     """Layer-micro-batches of activations held at the schedule's peak on the first and the last pipeline
@@ -181,7 +232,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
 def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
                    vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0,
                    grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None, stack=None,
-                   schedule=0):
+                   schedule=0, dtype: str | None = None):
     """Memory of the most-loaded GPU by component (bytes, arrays).
 
     ``grad_bytes``: the gradient buffer's element size (Megatron keeps main grads in FP32 unless
@@ -190,14 +241,16 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     Components are those of the binding stage: the first (most activations in flight) or the last
     (fewer in flight, plus the logits), whichever needs more.
 
-    ``stack`` (a SoftwareStack preset; None = Megatron-Core) adds the framework-dependent pieces:
-    torchtitan's selective AC stores half of the layers' activations (``selective_recompute`` =
-    half-forward: every 2nd block checkpointed, or every 2nd matmul output not saved); FSDP2 with
-    pipeline parallelism keeps each stage's parameters unsharded from forward to backward and
-    accumulates unsharded gradients across micro-batches (torchtitan: reshard_after_forward = not PP);
-    ``loss_bytes_per_logit`` is what the loss holds per logit element at its peak (Megatron's fused
-    vocab-parallel cross-entropy 4 B FP32; an unfused PyTorch loss keeps the BF16 logits, their FP32 copy
-    and the FP32 gradient: 2 + 4 + 4 B).
+    ``stack`` (a SoftwareStack preset; None = Megatron-Core) adds the framework-dependent pieces
+    (docs/modelling.md "Framework-dependent memory"): torchtitan's per-op selective AC
+    (``selective_recompute`` = half-forward) stores what ``op_sac_bytes_per_layer`` counts; PyTorch FSDP
+    shards the FP32 parameters as Adam's master (16 B per sharded parameter); FSDP2 keeps the output unit
+    gathered into backward and, with pipeline parallelism, each stage's parameters unsharded from forward to
+    backward with unsharded gradients accumulated across micro-batches (reshard_after_forward = not PP);
+    ``fp8_activation_cache`` / ``sac_opaque_dtypes`` say what FP8 / NVFP4 linears keep for backward
+    (``dtype``: the GEMM dtype; None = the ``fp8`` flag); ``loss_bytes_per_logit`` is what the loss holds per
+    logit element at its peak (Megatron's fused vocab-parallel cross-entropy 4 B FP32; torchtitan's eager
+    2024 loss 12 B).
     """
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
@@ -212,23 +265,46 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     d_exp = np.maximum(1.0, tp_f * dp_f * cp_f / (ep_f * np.asarray(etp, dtype=float)))
     params = dense + expert
     sharded = dense / d_dense + expert / d_exp
-    weights = np.where(zero >= 3, WEIGHT_BYTES * sharded, WEIGHT_BYTES * params)
+    impl = getattr(stack, "fsdp_impl", "megatron-fsdp") if stack is not None else "megatron-fsdp"
+    # PyTorch FSDP (1 and 2) with mixed precision shards the FP32 parameters themselves (they are Adam's
+    # master copy) and their FP32 gradients; Adam adds m and v: 4 + 4 + 8 = 16 B per sharded parameter
+    # (MODELLING.md 2.1 "FSDP/ZeRO-3 (FP32 sharded master, BF16 gather): 16/d"); BF16 copies exist only
+    # while a unit is gathered. Other ZeRO-3 implementations: BF16 shard + grads + 12 B optimizer.
+    torch_fsdp = (zero >= 3) & (impl in ("fsdp1", "fsdp2"))
+    weights = np.where(zero >= 3, np.where(torch_fsdp, 4.0, WEIGHT_BYTES) * sharded, WEIGHT_BYTES * params)
     grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
-    optim = np.where(zero >= 1, OPT_BYTES * sharded, OPT_BYTES * params)
+    optim = np.where(zero >= 1, np.where(torch_fsdp, OPT_BYTES - 4.0, OPT_BYTES) * sharded, OPT_BYTES * params)
     # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
-    layer_params = params / np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
+    n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
+    emb_out = model.vocab_size * model.hidden_size / tp_f * (1.0 if model.tied_embeddings else 2.0)
+    layer_params = np.where(impl == "fsdp2", np.maximum(params - emb_out, 0.0), params) / n_dec
     weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
-    if stack is not None and stack.fsdp_impl == "fsdp2":
+    if impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
         weights = weights + np.where(held, WEIGHT_BYTES * params, 0.0)
         grads = grads + np.where(held, grad_bytes * params, 0.0)
+        # without PP, torchtitan keeps the last unit ([norm, output]) gathered from forward into backward
+        # (reshard_after_forward off for it: "FSDP would prefetch it immediately"), and its BF16 weight
+        # gradient, computed first, lives until that unit's reduce-scatter: 2 x 2 B x V h at the peak
+        out_layer = model.vocab_size * model.hidden_size / tp_f
+        root = (zero >= 3) & (pp_f == 1)
+        weights = weights + np.where(root, WEIGHT_BYTES * out_layer, 0.0)
+        grads = grads + np.where(root, WEIGHT_BYTES * out_layer, 0.0)
 
-    stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
+    lowp = dtype in LOW_PRECISION_DTYPES if dtype is not None else bool(fp8)
+    # FP8 / MXFP8 / NVFP4 linears that keep their saved inputs in 8 bit (Transformer Engine; DeepSeek's FP8
+    # activation cache) vs those that save the BF16 input and cast again in backward (torchao Float8Linear:
+    # ``matmul_with_hp_or_float8_args`` does ``ctx.save_for_backward(input_hp, weight_hp_t)``)
+    fp8_cache = lowp and bool(getattr(stack, "fp8_activation_cache", True) if stack is not None else True)
+    stored, working = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash,
+                                                 fp8_cache)
     if stack is not None and stack.selective_recompute == "half-forward":
         rc_arr = np.asarray(recompute_code)
-        none_, _ = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 0, flash, fp8)
-        full_, _ = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 2, flash, fp8)
-        stored = np.where(rc_arr == 1, 0.5 * (none_ + full_), stored)
+        opaque = 0.0
+        if dtype in ("nvfp4", "fp4") and "nvfp4" in getattr(stack, "sac_opaque_dtypes", ()):
+            opaque = nvfp4_layers(model.num_layers) / model.num_layers
+        sac = op_sac_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, opaque)
+        stored = np.where(rc_arr == 1, sac, stored)
     first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group, model=model,
                                            schedule=schedule)
     extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)
@@ -274,5 +350,5 @@ def plan_memory(model: ModelSpec, plans, *, seq_len: int, dtype: str = "bf16", f
         zero=get("zero", 1), sp=sp, recompute_code=get("recompute", 0), flash=flash,
         runtime_overhead_bytes=runtime_overhead_bytes, grad_bytes=float(grad_bytes),
         fp8=dtype in LOW_PRECISION_DTYPES, microbatch_group=get("mb_group"), stack=stack,
-        schedule=get("schedule", 0),
+        schedule=get("schedule", 0), dtype=dtype,
     )

@@ -71,6 +71,12 @@ class SoftwareStack:
     # bytes the loss holds per logit element at its peak: Megatron's fused vocab-parallel cross-entropy
     # keeps FP32 logits (4); an unfused PyTorch loss the BF16 logits + FP32 copy + FP32 gradient (10)
     loss_bytes_per_logit: float = 4.0
+    # FP8 / MXFP8 / NVFP4 linears keep the inputs they save for backward in 8 bit (Transformer Engine,
+    # DeepSeek-V3 Sec. 3.3.3); False: they save the BF16 input and cast it again in backward (torchao)
+    fp8_activation_cache: bool = True
+    # GEMM dtypes whose kernels do not dispatch as aten.mm, so torchtitan's per-op SAC policy saves none of
+    # their outputs (torchao's NVFP4 training GEMM is a raw autograd Function: torchtitan nvfp4.py)
+    sac_opaque_dtypes: tuple[str, ...] = ()
     # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
     # zb-h1 (zero bubble), dualpipe (DeepSeek's bidirectional pipeline with EP overlap)
     pipeline_schedules: tuple[str, ...] = ("1f1b",)
@@ -234,6 +240,9 @@ register_stack(
         # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
         # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
         selective_recompute="half-forward", loss_bytes_per_logit=4.0,  # compiled loss (see torchtitan-2024)
+        # torchao Float8Linear / MXLinear save the BF16 input (float8_linear.py matmul_with_hp_or_float8_args);
+        # the NVFP4 GEMM is opaque to the per-op SAC policy (workload/memory.py op_sac_bytes_per_layer)
+        fp8_activation_cache=False, sac_opaque_dtypes=("nvfp4",),
         # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
@@ -242,12 +251,14 @@ register_stack(
         compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 # torchtitan before 2025: the same stack, but the loss was not compiled (train.py: "TODO: compiling loss
-# function causes CUDA errors, turning off for now"), so the eager cross-entropy holds the BF16 logits, their
-# FP32 copy and the FP32 gradient (10 B per logit); from 2025 torchtitan/components/loss.py compiles it with
-# the model (training.compile), and the fused kernel keeps the BF16 logits and their BF16 gradient (4 B)
+# function causes CUDA errors, turning off for now"), so the eager cross_entropy(pred.float()) holds per logit
+# in forward the BF16 logits, their FP32 copy and the saved FP32 log_softmax output (2 + 4 + 4 B), and in
+# backward the saved log_softmax output, nll_loss's dense FP32 gradient and log_softmax's FP32 input gradient
+# (4 + 4 + 4 = 12 B, the peak); from 2025 torchtitan/components/loss.py compiles it with the model
+# (training.compile), and the fused kernel keeps the BF16 logits and their BF16 gradient (4 B)
 _TT = STACKS.get("torchtitan")
 register_stack(replace(
-    _TT, id="torchtitan-2024", loss_bytes_per_logit=10.0,
+    _TT, id="torchtitan-2024", loss_bytes_per_logit=12.0,
     description=_TT.description + "; 2024 releases: eager (uncompiled) cross-entropy loss",
     source=_TT.source + "; train.py @9dec370 (2024-12): loss_fn not compiled",
 ))
