@@ -6,7 +6,7 @@ of the best plan's predicted tokens/s to the published tokens/s, and whether the
 The `own/pub` column is the model at the row's own layout over the published tokens/s (the validator's
 prediction): when best/pub is much higher than own/pub the search found a region of the space (micro-
 batch, EP, ZeRO, recompute) where the model is more optimistic than at the layout the experts ran.
-The `best/known` column compares with the fastest published run of the same job (model, system, GPUs,
+`@rowEP/pub` (MoE rows): the best plan with expert parallelism fixed to the row's. The `best/known` column compares with the fastest published run of the same job (model, system, GPUs,
 precision, global batch, sequence length) over the Megatron-Bridge releases (benchmarks/data/
 megatron_bridge_best_known.csv, sourced): where a later release ran the job faster than the row, the row's
 layout or software was not the best the experts found, and the later rate is the fairer reference.
@@ -28,6 +28,7 @@ from clustertwin import load_catalog
 from clustertwin.errors import InputError
 from clustertwin.planner.fromrow import published_tokens_per_s, request_from_row, row_layout
 from clustertwin.planner.planning import plan
+from clustertwin.planner.space import SpaceOptions
 from clustertwin.validate import packaged_path, predict_training_row, read_rows
 
 KNOWN_KEYS = ("model", "system", "num_gpus", "precision", "global_batch", "seq_len")
@@ -63,7 +64,7 @@ def main() -> None:
     keys = ("tp", "pp", "dp", "cp", "ep")
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
-          f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'s':>5}")
+          f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} {'s':>5}")
     ratios, in_top, failed, moe, vs_known, later = [], 0, [], [], [], []
     t_all = time.perf_counter()
     for r in rows:
@@ -81,6 +82,11 @@ def main() -> None:
         rank = next((p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
         ratio = best["tokens_per_s"] / pub if pub else float("nan")
         own = float(r["measured_step_time_s"]) / predict_training_row(r, cat) if pub else float("nan")
+        is_moe = int(float(r.get("num_experts") or 0)) > 1
+        at_ep = float("nan")
+        if is_moe:  # the best plan with EP fixed to the row's: how much of the gap is the EP choice
+            req_ep, _ = request_from_row(r, cat, top_k=1, options=SpaceOptions(fixed={"ep": (int(lay["ep"]),)}))
+            at_ep = plan(req_ep, cat).plans[0]["tokens_per_s"] / pub
         ratios.append(ratio)
         k = known.get(job_key(r))
         ref = max(pub, float(k["tokens_per_s_per_gpu"]) * float(r["num_gpus"])) if k else pub
@@ -88,7 +94,7 @@ def main() -> None:
         if k and ref > pub:
             later.append(f"{r['id']}: {k['release']} mb{k['micro_batch']} TP{k['tp']} PP{k['pp']} V{k['vpp']} "
                          f"EP{k['ep']} {float(k['tokens_per_s_per_gpu']):,.0f} tok/s/GPU = {ref / pub:.2f}x the row")
-        moe.append(int(float(r.get("num_experts") or 0)) > 1)
+        moe.append(is_moe)
         in_top += rank is not None
 
         def fmt(p):
@@ -96,7 +102,7 @@ def main() -> None:
 
         print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
               f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:8.3f} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
-              f"{time.perf_counter() - t0:5.1f}",
+              f"{at_ep:10.3f} {time.perf_counter() - t0:5.1f}",
               flush=True)
     if ratios:
         print("\n" + summary("best/published", ratios))
