@@ -6,10 +6,12 @@ of the best plan's predicted tokens/s to the published tokens/s, and whether the
 The `own/pub` column is the model at the row's own layout over the published tokens/s (the validator's
 prediction): when best/pub is much higher than own/pub the search found a region of the space (micro-
 batch, EP, ZeRO, recompute) where the model is more optimistic than at the layout the experts ran.
-`@rowEP/pub` (MoE rows): the best plan with expert parallelism fixed to the row's. The `best/known` column compares with the fastest published run of the same job (model, system, GPUs,
-precision, global batch, sequence length) over the Megatron-Bridge releases (benchmarks/data/
-megatron_bridge_best_known.csv, sourced): where a later release ran the job faster than the row, the row's
-layout or software was not the best the experts found, and the later rate is the fairer reference.
+`@rowEP/pub` (MoE rows): the best plan with expert parallelism fixed to the row's, which separates the
+EP choice from the rest of the search gap. `best/known` compares with the fastest published run of the
+same job (model, system, GPUs, precision, global batch, sequence length) over the Megatron-Bridge
+releases (benchmarks/data/megatron_bridge_best_known.csv, sourced): where a later release ran the job
+faster than the row, the row's layout or software was not the best the experts found, and the later
+rate is the fairer reference.
 
     python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5]
 
