@@ -3,9 +3,11 @@ and how does DeepSeek-V3 on 2,048 H800 compare with DeepSeek's own training thro
 
     python benchmarks/bench_plan_scale.py [--sizes 1024,2048,...] [--skip-deepseek-2048]
 
-Scale curves: the planner's best plan at each size, the batch growing with the cluster (a power of two):
-Llama 3 405B on hgx-h100, BF16, seq 8192, global batch ~ GPUs/4 sequences (nearest power of two); DeepSeek-V3 on dgx-h800, FP8,
-seq 4096, global batch ~ GPUs/2 sequences (nearest power of two). Both on the ib-ndr-400g-2plane fabric (buildable at 100K),
+Scale curves: the planner's best plan at each size, the batch growing with the cluster: Llama 3 405B on
+hgx-h100, BF16, seq 8192, global batch ~ GPUs/4 sequences; DeepSeek-V3 on dgx-h800, FP8, seq 4096, global
+batch ~ GPUs/2 sequences; the batch is the power of two or 3 x power of two nearest to that (a power of two
+for the power-of-two sizes; at 100,000 GPUs, of which 98,304 = 3 x 2^15 are used, 24,576 and 49,152, so
+that the data-parallel degree divides it). Both on the ib-ndr-400g-2plane fabric (buildable at 100K),
 default --max-idle-gpus (2 %). The "step" column is the relative MFU change from the previous size.
 Target: DeepSeek-V3 MFU falls by no more than 10 % relative in any 2x step from 1K to 65K.
 
@@ -32,12 +34,10 @@ DEEPSEEK_TOKENS_PER_S_2048 = 1e12 / (180e3 * 3600) * 2048  # arXiv:2412.19437 Ta
 SIZES = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 100000)
 
 
-def pow2_near(x: float) -> int:
-    """The power of two nearest to ``x`` in ratio (25,000 -> 32,768; 50,000 -> 65,536)."""
-    n = 1
-    while n * 2 <= x:
-        n *= 2
-    return n * 2 if x / n > (n * 2) / x else n
+def batch_near(x: float) -> int:
+    """The power of two or 3 x power of two nearest to ``x`` in ratio (1,024 -> 1,024; 25,000 -> 24,576)."""
+    cands = [c for k in range(1, 40) for c in (2 ** k, 3 * 2 ** (k - 1))]
+    return min(cands, key=lambda c: max(c / x, x / c))
 
 
 def best(cat, model, system, gpus, gb, seq, dtype, stack="megatron-core", fabric="ib-ndr-400g-2plane"):
@@ -48,12 +48,12 @@ def best(cat, model, system, gpus, gb, seq, dtype, stack="megatron-core", fabric
 
 
 def curve(cat, name, model, system, seq, dtype, per_gpu, sizes):
-    print(f"\n{name}: {system}, {dtype}, seq {seq}, global batch ~ GPUs x {per_gpu} (power of two)")
+    print(f"\n{name}: {system}, {dtype}, seq {seq}, global batch ~ GPUs x {per_gpu} (power of two or 3 x power of two)")
     print(f"{'GPUs':>8} {'used':>8} {'batch':>7} {'layout':<46} {'MFU':>6} {'step':>7} {'tokens/s':>12} {'s':>5}")
     prev = None
     worst = 0.0
     for n in sizes:
-        gb = pow2_near(n * per_gpu)
+        gb = batch_near(n * per_gpu)
         t0 = time.perf_counter()
         try:
             p, r = best(cat, model, system, n, gb, seq, dtype)
