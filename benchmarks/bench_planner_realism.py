@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -31,7 +32,15 @@ from clustertwin.errors import InputError
 from clustertwin.planner.fromrow import published_tokens_per_s, request_from_row, row_layout
 from clustertwin.planner.planning import plan
 from clustertwin.planner.space import SpaceOptions
-from clustertwin.validate import packaged_path, predict_training_row, read_rows
+from clustertwin.sim.engines import get_engine
+from clustertwin.validate import (
+    _row_hardware,
+    model_from_row,
+    packaged_path,
+    plan_from_row,
+    predict_training_row,
+    read_rows,
+)
 
 KNOWN_KEYS = ("model", "system", "num_gpus", "precision", "global_batch", "seq_len")
 KNOWN_FILE = Path(__file__).parent / "data" / "megatron_bridge_best_known.csv"
@@ -45,6 +54,14 @@ def best_known_per_gpu(path: Path = KNOWN_FILE) -> dict[tuple[str, ...], dict[st
 
 def job_key(row: dict[str, str]) -> tuple[str, ...]:
     return tuple((row.get(k) or "").strip() for k in KNOWN_KEYS)
+
+
+def later_plan(row: dict[str, str], known_run: dict[str, str]):
+    """The row's plan with the layout of the later published run of its job (the rest as the row)."""
+    p = plan_from_row(row)
+    tp, pp, vpp, ep, mb = (int(known_run[c]) for c in ("tp", "pp", "vpp", "ep", "micro_batch"))
+    return dataclasses.replace(p, tp=tp, pp=pp, vpp=vpp, ep=ep, micro_batch=mb, dp=int(row["num_gpus"]) // (tp * pp * p.cp),
+                               sequence_parallel=tp > 1)
 
 
 def summary(name: str, xs: list[float]) -> str:
@@ -67,7 +84,7 @@ def main() -> None:
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
           f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} {'s':>5}")
-    ratios, in_top, failed, moe, vs_known, later = [], 0, [], [], [], []
+    ratios, in_top, failed, moe, vs_known, later, later_rows = [], 0, [], [], [], [], []
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -94,6 +111,7 @@ def main() -> None:
         ref = max(pub, float(k["tokens_per_s_per_gpu"]) * float(r["num_gpus"])) if k else pub
         vs_known.append(best["tokens_per_s"] / ref)
         if k and ref > pub:
+            later_rows.append((r, k))
             later.append(f"{r['id']}: {k['release']} mb{k['micro_batch']} TP{k['tp']} PP{k['pp']} V{k['vpp']} "
                          f"EP{k['ep']} {float(k['tokens_per_s_per_gpu']):,.0f} tok/s/GPU = {ref / pub:.2f}x the row")
         moe.append(is_moe)
@@ -118,6 +136,16 @@ def main() -> None:
               f"rows whose job a later release ran faster ({len(later)}):")
         for line in later:
             print("    " + line)
+        if later_rows:
+            print("  the model at those later layouts (out of sample: no fit saw them), predicted / published:")
+            eng = get_engine("analytical")
+            for r, k in later_rows:
+                q = later_plan(r, k)
+                system, fabric = _row_hardware(r, cat)
+                e = eng.estimate(model_from_row(r), system, fabric, q, catalog=cat, check=True)
+                per_gpu = e.tokens_per_s / float(r["num_gpus"])
+                fit = "" if e.fits_memory else f" (model memory {e.memory_gb_per_gpu:.0f} GB > {e.memory_capacity_gb:.0f}: refused)"
+                print(f"    {r['id']}: {per_gpu / float(k['tokens_per_s_per_gpu']):.2f}{fit}")
         print(f"published layout in the top {a.top}: {in_top} of {len(ratios)}; no plan: {len(failed)}; "
               f"{time.perf_counter() - t_all:.0f} s")
 
