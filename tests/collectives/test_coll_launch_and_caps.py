@@ -118,3 +118,23 @@ def test_nvlstree_two_domain_exchange_and_bus_bandwidth(catalog):
     nic = 8 * P.nic_bw_per_device * P.scaleout_fraction * P.tree_bw_factor
     assert W(4) >= 2 * S[0] / nic
     assert W(2) < 2 * S[0] / nic and W(2) >= S[0] / nic
+
+
+def test_pipeline_fill_across_domains_is_paced_by_the_network_step(catalog):
+    spec = catalog.system("hgx-h100")
+    P = resolve_params(spec, catalog.fabric("ib-ndr-400g"))
+    S, n, g = np.array([2.0**28]), np.array([32.0]), np.array([8.0])
+    nofill = dataclasses.replace(P, pipeline_fill_s=0.0)
+    lat_W = M.ring(nofill, "ar", S, n, g)[M.SIMPLE][0]
+    fill = M.ring(P, "ar", S, n, g)[M.SIMPLE][0] - lat_W
+    W = lat_W - M.ring(nofill, "ar", np.array([0.0]), n, g)[M.SIMPLE][0] - (P.channels - 1) * P.channel_launch_s
+    a_net = P.pipeline_fill_s * P.hw_net["ring"][M.SIMPLE] / P.hw_intra["ring"][M.SIMPLE]
+    assert fill == pytest.approx(min(2 * np.sqrt(a_net * W), P.pipeline_fill_max_s), rel=1e-6)
+    # inside one domain the NVLink step paces it (smaller stage cost, smaller fill per byte)
+    one = M.ring(P, "ar", S, g, g)[M.SIMPLE][0] - M.ring(nofill, "ar", S, g, g)[M.SIMPLE][0]
+    W1 = M.ring(nofill, "ar", S, g, g)[M.SIMPLE][0] - M.ring(nofill, "ar", np.array([0.0]), g, g)[M.SIMPLE][0]
+    W1 -= (P.channels - 1) * P.channel_launch_s
+    assert one == pytest.approx(min(2 * np.sqrt(P.pipeline_fill_s * W1), P.pipeline_fill_max_s), rel=1e-6)
+    # a fabric with a slower path (RoCE switches) pays a larger network step, so a larger fill
+    roce = resolve_params(spec, catalog.fabric("roce-400g"))
+    assert roce.hw_net["ring"][M.SIMPLE] > P.hw_net["ring"][M.SIMPLE]

@@ -73,16 +73,23 @@ def _bus_bw(P: CollectiveParams, g, d):
     return np.where(d > 1, np.minimum(_bw_up(P, g), _bw_out_domain(P, g)), _bw_up(P, g))
 
 
-def _finish(P: CollectiveParams, lat, W, mask, d):
+def _finish(P: CollectiveParams, lat, W, mask, d, net_step=None):
     """Combine latency (tuner values, scaled here) and bandwidth time (shape (3, ...)) with the
-    channel modes and the pipeline fill; mask protocols."""
+    channel modes and the pipeline fill; mask protocols. ``net_step``: the algorithm's per-step
+    network latencies (3 protocols, s) — across domains the pipeline's stage is the network step."""
     lat = lat * _kscale(P, d) + P.launch_overhead_s
     C = P.channels
     full = lat + (C - 1) * P.channel_launch_s + W
     if P.pipeline_fill_s > 0:
         # Optimal-chunk pipelining (Traff & Sanders): T = lat + W + 2*sqrt(a*W); NCCL's chunk size
-        # stops growing at its maximum, so the fill term saturates at pipeline_fill_max.
-        a = P.pipeline_fill_s * np.reshape(P.fill_protocol_factor, (3,) + (1,) * (np.ndim(W) - 1))
+        # stops growing at its maximum, so the fill term saturates at pipeline_fill_max. The stage
+        # cost a scales with the slowest hop's per-step latency: the NVLink step inside a domain, the
+        # algorithm's network step (tuner NET latency) once the group spans domains.
+        shape = (3,) + (1,) * (np.ndim(W) - 1)
+        a = P.pipeline_fill_s * np.reshape(P.fill_protocol_factor, shape)
+        if net_step is not None:
+            a_net = P.pipeline_fill_s * np.reshape(np.asarray(net_step) / P.hw_intra["ring"][SIMPLE], shape)
+            a = np.where(d > 1, a_net, a)
         full = full + np.minimum(2.0 * np.sqrt(a * W), P.pipeline_fill_max_s)
     if P.channel_launch_s > 0 and P.small_msg_bw_fraction < 1:
         full = np.minimum(full, lat + W / P.small_msg_bw_fraction)
@@ -171,7 +178,7 @@ def ring(P: CollectiveParams, kind: str, S, n, g, ranged: bool = True):
         B * P.bw_factor[SIMPLE],
     )
     W = np.stack(np.broadcast_arrays(*[fbytes * S / Bp[p] for p in range(3)]))
-    t3 = _finish(P, lat, W, _protocol_mask(P, d), d)
+    t3 = _finish(P, lat, W, _protocol_mask(P, d), d, P.hw_net["ring"])
     if not ranged or not P.protocol_ranges:
         return t3
     return _size_ranged(P, op, S, d, t3, lambda b: ring(P, kind, np.full_like(np.asarray(S, dtype=float), b), n, g, False))
@@ -210,7 +217,7 @@ def tree(P: CollectiveParams, S, n, g, ranged: bool = True):
     Bp = (np.minimum(Bs / 3.8, _ll_cap(P, d)), Bs * np.where(d > 1, 120 / 128, 7 / 9), Bs)
     corr = _tree_correction(P, S)
     W = np.stack(np.broadcast_arrays(*[2 * S / (Bp[p] * corr[p]) for p in range(3)]))
-    t3 = _finish(P, lat, W, _protocol_mask(P, d), d)
+    t3 = _finish(P, lat, W, _protocol_mask(P, d), d, P.hw_net["tree"])
     if not ranged or not P.protocol_ranges:
         return t3
     return _size_ranged(P, "all_reduce", S, d, t3, lambda b: tree(P, np.full_like(np.asarray(S, dtype=float), b), n, g, False))
@@ -245,7 +252,7 @@ def nvls(P: CollectiveParams, S, n, g):
     )
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
-    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d)
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d, P.hw_net["nvlstree"])
 
 
 def collnet(P: CollectiveParams, S, n, g):
@@ -263,7 +270,7 @@ def collnet(P: CollectiveParams, S, n, g):
     )
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
-    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d)
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d, P.hw_net["collnet"])
 
 
 def pat(P: CollectiveParams, S, n, g):
@@ -274,7 +281,7 @@ def pat(P: CollectiveParams, S, n, g):
     W_s = (n - 1) / n * S / (_bus_bw(P, g, d) * P.pat_bw_factor)
     lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
     W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
-    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d)
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d, P.hw_net["pat"])
 
 
 def hierarchical(P: CollectiveParams, S, n, g):
@@ -322,7 +329,7 @@ def alltoall_direct(P: CollectiveParams, S, n, g):
     W = np.stack(
         [np.maximum(intra / (_bw_up(P, g) * P.bw_factor[p]), inter / (_bw_nic_rank(P) * P.bw_factor[p])) for p in range(3)]
     )
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), _p2p_mask(P, S / n, d), d)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _p2p_mask(P, S / n, d), d, P.hw_net["ring"])
 
 
 def alltoall_pxn(P: CollectiveParams, S, n, g):
@@ -340,7 +347,7 @@ def alltoall_pxn(P: CollectiveParams, S, n, g):
         ]
     )
     mask = _p2p_mask(P, S / n, d) & (d > 1)
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), mask, d)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), mask, d, P.hw_net["ring"])
 
 
 def alltoall_pairwise(P: CollectiveParams, S, n, g):
@@ -357,7 +364,7 @@ def alltoall_pairwise(P: CollectiveParams, S, n, g):
             for p in range(3)
         ]
     )
-    return _finish(P, lat, np.broadcast_to(W, lat.shape), _p2p_mask(P, S / n, d), d)
+    return _finish(P, lat, np.broadcast_to(W, lat.shape), _p2p_mask(P, S / n, d), d, P.hw_net["ring"])
 
 
 # --------------------------------------------------------------------------------------- point to point
@@ -373,4 +380,4 @@ def sendrecv(P: CollectiveParams, S, n, g):
     up = _bw_up(P, 2.0)  # one neighbour: on a full mesh a single link
     B = np.where(d > 1, np.minimum(_bw_nic_rank(P), up), up)
     W = np.stack(np.broadcast_arrays(*[S / (B * P.bw_factor[p]) for p in range(3)]))
-    return _finish(P, lat, W, _p2p_mask(P, S, d), d)
+    return _finish(P, lat, W, _p2p_mask(P, S, d), d, P.hw_net["ring"])
