@@ -244,6 +244,10 @@ def cross_validate(path: str | Path, column: str = "source", *, catalog=None, ca
         from .serving.calibration import cross_validate as serving_cv
 
         return serving_cv(rows, column, catalog=_catalog(catalog, catalog_paths))
+    if rows and "measured_memory_gb_per_gpu" in rows[0]:
+        from .validate import memory_cross_validate
+
+        return memory_cross_validate(rows, column, catalog=_catalog(catalog, catalog_paths))
     if rows and "measured_step_time_s" not in rows[0]:
         raise InputError(f"{path}: --cv needs a training-format (measured_step_time_s) or serving-format "
                          "(target_metric) file", hint="cross-validation refits the fitted constants of that model")

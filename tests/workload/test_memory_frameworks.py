@@ -4,13 +4,14 @@ PyTorch FSDP's 16 B per sharded parameter, and what a measured figure counts (me
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
 import pytest
 
 from clustertwin.catalog import load_catalog
 from clustertwin.validate import _estimate_row, memory_basis, predict_memory_row
-from clustertwin.workload import get_model, memory_per_gpu
-from clustertwin.workload.memory import nvfp4_layers, op_sac_bytes_per_layer
+from clustertwin.workload import activation_bytes_per_layer, get_model, memory_per_gpu
+from clustertwin.workload.memory import hai_llm_bytes_per_layer, nvfp4_layers, op_sac_bytes_per_layer
 from clustertwin.workload.stacks import get_stack
 
 
@@ -72,3 +73,59 @@ def test_memory_basis_decides_whether_the_runtime_counts(validation_dir):
     assert predict_memory_row(smi, cat) == pytest.approx(est.memory_gb_per_gpu)
     basis, note = memory_basis(dict(row, memory_basis=""))
     assert basis == "allocator" and "not recognised" in note
+
+
+def test_hai_llm_layer_keeps_latents_fp8_caches_and_no_up_projections():
+    m = get_model("deepseek-v3")  # h 7168, 128 heads, v 128, latents 1536 + 512 + 64, 256 experts x 2048, top-8
+    tok, h, tile = 4096, 7168, 1 + 4 / 128
+    moe = (2 * 2 * h + 2 * (1536 + 512 + 64) + 1.5 * 128 * 128 + 4 * 128 + 4 * 256 + 4 * 8
+           + tile * (8 * (h + 2 * 2048) + 1 * (h + 2 * 2048)))
+    dense = 2 * 2 * h + 2 * (1536 + 512 + 64) + 1.5 * 128 * 128 + 4 * 128 + tile * (h + 2 * 18432)
+    want = tok * (58 / 61 * moe + 3 / 61 * dense)
+    assert float(hai_llm_bytes_per_layer(m, tok, 1, 1, 1, False)) == pytest.approx(want)
+    # about 0.66 GB per layer and 4K-token micro-batch, less than half of storing q/k/v and the SwiGLU outputs
+    none, _ = activation_bytes_per_layer(m, tok, 1, 1, 1, False, 0, True, True)
+    assert float(hai_llm_bytes_per_layer(m, tok, 1, 1, 1, False)) < 0.5 * float(none)
+
+
+def test_deepseek_v3_layout_fits_80gb_for_the_reasons_the_report_gives():
+    """PP16 EP64 ZeRO-1 DualPipe on 2,048 H800 (DeepSeek-V3 Sec. 3.2): ran on 80 GB."""
+    from clustertwin import api
+
+    base = dict(gpus=2048, pp=16, ep=64, global_batch=15360, seq_len=4096, dtype="fp8", uneven_pipeline=True,
+                pipeline_schedule="dualpipe")
+    r = api.simulate(api.build_scenario(model="deepseek-v3", system="dgx-h800", stack="hai-llm", **base))
+    assert r.fits_memory and 60 < r.memory_gb_per_gpu < 80
+    b = r.memory_breakdown_gb
+    # BF16 AdamW moments: FP32 master + 2 x 2 B, sharded; FP32 gradients and BF16 weights unsharded
+    assert b["gradients"] == pytest.approx(2 * b["weights"])
+    m, st = get_model("deepseek-v3"), get_stack("hai-llm")
+    kw = dict(seq_len=4096, micro_batch=1, num_micro_batches=120, tp=1, pp=16, dp=128, cp=1, ep=64, zero=1,
+              sp=False, recompute_code=1, stack=st, schedule=2, dtype="fp8")
+    bf16_moments = memory_per_gpu(m, **kw)
+    fp32_moments = memory_per_gpu(m, **{**kw, "stack": replace(st, adam_moment_bytes=4.0)})
+    assert float(fp32_moments["optimizer"]) == pytest.approx(1.5 * float(bf16_moments["optimizer"]))
+    # without DeepSeek's recompute / FP8 caches (Megatron-style stored activations) it would not fit
+    no_rc = memory_per_gpu(m, **{**kw, "recompute_code": 0})
+    assert float(no_rc["total"]) > 1.3 * float(bf16_moments["total"])
+
+
+@pytest.mark.parametrize("mb,fits", [(1, True), (2, False)])
+def test_torchtitan_llama2_70b_oom_boundary_on_a100_80gb(mb, fits):
+    """torchtitan docs/performance.md (64 A100 80GB, FSDP2, seq 4096): Llama 2 70B with selective op AC ran at
+    local batch 1 and "with local batch size 2 will cause an OOM error" (footnote 1)."""
+    from clustertwin import api
+
+    sc = api.build_scenario(model="llama2-70b", system="dgx-a100", gpus=64, dp=64, zero=3, micro_batch=mb,
+                            global_batch=64 * mb, seq_len=4096, recompute="selective", stack="torchtitan")
+    assert api.simulate(sc).fits_memory is fits
+
+
+def test_memory_cv_reports_folds_and_no_fitted_constant(validation_dir):
+    from clustertwin import api
+
+    path = validation_dir / "memory.csv"
+    cv = api.cross_validate(path, "source")
+    assert cv.constants == [] and cv.mape_pct == pytest.approx(cv.in_sample_mape_pct)
+    assert sum(f["n"] for f in cv.folds) == len(cv.rows) == 20
+    assert cv.mape_pct == pytest.approx(api.validate(path).mape_pct)

@@ -288,7 +288,8 @@ def validate_cmd(
                                       for c in cells))
         console.print(xt)
     if cvr is not None:
-        ct = Table(title=f"leave-one-{cvr.column}-out cross-validation (constants refit per fold)")
+        refit = "constants refit per fold" if cvr.constants else "no fitted constants: each fold as in-sample"
+        ct = Table(title=f"leave-one-{cvr.column}-out cross-validation ({refit})")
         for c, j in (("held-out " + cvr.column, "left"), ("n", "right"), ("MAPE %", "right"), ("bias %", "right"),
                      ("max |err| %", "right")):
             ct.add_column(c, justify=j)
@@ -302,7 +303,8 @@ def validate_cmd(
         for k in cvr.constants:
             kt.add_row(k["key"], ",".join(k["chips"]), f"{k['value']:g}", k["unit"], f"{k['refit_all_rows']:g}",
                        f"{k['fold_min']:g}-{k['fold_max']:g}" if k["fold_min"] is not None else "-", str(k["rows"]))
-        console.print(kt)
+        if cvr.constants:
+            console.print(kt)
         console.print(f"cross-validated MAPE {cvr.mape_pct:.2f}% over {len(cvr.rows)} rows "
                       f"(in-sample with the shipped constants {cvr.in_sample_mape_pct:.2f}%)"
                       + (f"; not modelled: {', '.join(cvr.skipped)}" if cvr.skipped else ""))

@@ -41,7 +41,7 @@ GRAD_BYTES = 4.0
 OPT_BYTES = 12.0
 
 
-def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0):
+def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0, dual_rank: str | None = None):
     """Parameters held by one GPU of the most-loaded pipeline rank: (dense, expert), arrays.
 
     The rank holds the most layers of the pipeline layout (``workload.pipeline.stage_layout``: L/pp when
@@ -49,6 +49,12 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0):
     (both on one stage when pp = 1 and the embeddings are untied). DualPipe (``schedule`` code 2) keeps
     two stages per rank (stage i and stage p-1-i: 2x parameters, DeepSeek-V3 Table 2), the first rank
     both the embedding and the output layer.
+
+    ``dual_rank`` (the memory model's DualPipe ranks; None = the description above, which the DP collectives
+    use): ``"edge"`` = rank 0, stages 0 and p-1: the first and the last rank's layers, the embedding, the
+    output layer and the MTP modules (their transformer layers and 2h x h projections; embedding and output
+    head shared with the main model: DeepSeek-V3 Sec. 3.2.3); ``"middle"`` = a rank holding two stages of
+    the most layers and neither end.
     """
     from .pipeline import stage_layout
 
@@ -59,8 +65,13 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0):
     dual = np.asarray(schedule) == 2
     L = model.num_layers
     h, V = model.hidden_size, model.vocab_size
-    _, _, most = stage_layout(model, pp, vpp)
+    first, last, most = stage_layout(model, pp, vpp)
     n_layers = np.where(dual, 2.0, 1.0) * most  # decoder layers on the rank
+    mtp = float(getattr(model, "mtp_depth", 0) or 0)
+    if dual_rank == "edge":
+        n_layers = np.where(dual, first + last + mtp, n_layers)
+    elif dual_rank == "middle":
+        n_layers = np.where(dual & (pp > 2), 2.0 * most, n_layers)
     per_layer_attn = model.attention_params() / tp
     n_dense_layers = L - model.num_moe_layers
     dense = n_layers * per_layer_attn + (n_layers * n_dense_layers / L) * model.dense_mlp_params() / tp
@@ -71,6 +82,10 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0):
         expert = moe_layers * (model.num_experts / ep) * model.expert_params() / etp
     emb = V * h / tp
     extra = np.where(((pp == 1) | dual) & (not model.tied_embeddings), 2.0 * emb, emb)
+    if dual_rank == "edge":
+        extra = extra + np.where(dual, mtp * 2.0 * h * h / tp, 0.0)
+    elif dual_rank == "middle":
+        extra = np.where(dual & (pp > 2), 0.0, extra)
     return dense + extra, expert
 
 
@@ -169,8 +184,51 @@ def op_sac_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, o
     return x + sdpa + rs + (1.0 - opaque) * (attn_mm + mlp_mm)
 
 
+FP8_TILE = 1.0 + 4.0 / 128.0  # FP8 element + one FP32 scale per 1 x 128 tile (DeepSeek-V3 Sec. 3.3.2)
+
+
+def hai_llm_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp):
+    """Bytes one layer keeps per micro-batch in DeepSeek's HAI-LLM (DeepSeek-V3 arXiv:2412.19437 Sec. 3.2.3
+    and 3.3.3), arrays.
+
+    Recomputed in backward, so not kept: every RMSNorm output and the MLA up-projections (q, k, v), and the
+    SwiGLU outputs. Kept: the two residual-stream inputs of the layer (BF16, the recomputed norms' inputs);
+    the MLA latents (c_q, c_kv and the decoupled RoPE key, BF16: inputs of the recomputed norms and
+    up-projections); the attention output, which is both the input of the output projection and needed by
+    the attention backward, in DeepSeek's 12-bit E5M6 format (1.5 B); the FP32 log-sum-exp; the router's
+    FP32 scores; and in FP8 with 1 x 128 tile scales the cached inputs of the other linear layers: the
+    tokens dispatched to each of the top-k experts (FP8 dispatch, Sec. 3.3.3) and the shared experts' input,
+    and the SwiGLU inputs (2 x width per expert). The gating weight is applied inside the expert, on the
+    SwiGLU output before the down-projection (as Megatron-Core's grouped experts do: activation with probs),
+    so no expert output is kept for the combine's backward: an ASSUMPTION, the report does not say.
+    Non-MLA attention keeps q, k, v (BF16).
+    """
+    tp = np.asarray(tp, dtype=float)
+    cp = np.asarray(cp, dtype=float)
+    b = np.asarray(micro_batch, dtype=float)
+    tok = np.asarray(seq_len, dtype=float) / cp * b
+    sp = np.asarray(sp, dtype=bool) & (tp > 1)
+    h, a, g = model.hidden_size, model.num_attention_heads, model.num_kv_heads
+    dq, dv = model.qk_head_dim, model.v_dim
+    resid = 2.0 * 2.0 * h * tok / np.where(sp, tp, 1.0)
+    if model.is_mla:
+        qkv = 2.0 * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim) * tok  # replicated latents
+    else:
+        qkv = 2.0 * (a * dq + 2.0 * g * dq) * tok / tp
+    attn = qkv + (1.5 * a * dv + 4.0 * a) * tok / tp
+    dense_mlp = FP8_TILE * (h + 2.0 * model.ffn_hidden_size / tp) * tok
+    per = attn + resid
+    if model.is_moe:
+        k, w, ns = model.moe_topk, model.moe_ffn_hidden_size, model.num_shared_experts
+        moe = (4.0 * model.num_experts + 4.0 * k) * tok  # router scores + gating weights (FP32)
+        moe = moe + FP8_TILE * (k * (h + 2.0 * w) + ns * (h + 2.0 * w / tp)) * tok
+        frac = model.num_moe_layers / model.num_layers
+        return per + (1.0 - frac) * dense_mlp + frac * moe
+    return per + dense_mlp
+
+
 def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microbatch_group=None, *,
-                             model: ModelSpec | None = None, schedule=0):
+                             model: ModelSpec | None = None, schedule=0, dual_rank: str | None = None):
     """Layer-micro-batches of activations held at the schedule's peak on the first and the last pipeline
     stage: ``(first, last)``, arrays (see the module docstring for the schedules).
 
@@ -184,7 +242,9 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
     With ``model`` given, a layout that is neither even nor the embedding/loss slot split uses the whole
     layers of ``workload.pipeline.stage_layout`` on the first and the last rank (without it, L/(p v) per
     chunk as before). ``schedule``: ZB-H1 (1) holds what 1F1B holds; DualPipe (2) holds p + 1 micro-batch
-    stages where 1F1B holds p (DeepSeek-V3 Table 2), on its two stages.
+    stages where 1F1B holds p (DeepSeek-V3 Table 2), on its two stages. ``dual_rank``
+    (DualPipe): "edge" = rank 0 (the first and the last stage, with the MTP modules), "middle" = a rank with
+    two stages of the most layers; None = the mean of the first and the last stage.
     """
     p = np.asarray(pp, dtype=float)
     v = np.asarray(vpp, dtype=float)
@@ -222,6 +282,11 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
         # DualPipe: p + 1 micro-batch stages of the rank's two stages (about the mean stage each)
         dual = (np.asarray(schedule) == 2) & (p > 1)
         dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last)
+        mtp = float(getattr(model, "mtp_depth", 0) or 0)
+        if dual_rank == "edge":
+            dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last + mtp)
+        elif dual_rank == "middle":
+            dual_held = np.where(p > 2, (np.minimum(p, m) + 1.0) * lay_most, dual_held)
         f1b_first = np.where(dual, dual_held, f1b_first)
         f1b_last = np.where(dual, dual_held, f1b_last)
     first = np.where(p > 1, np.where(v > 1, inter_first, f1b_first), L)
@@ -251,7 +316,27 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     (``dtype``: the GEMM dtype; None = the ``fp8`` flag); ``loss_bytes_per_logit`` is what the loss holds per
     logit element at its peak (Megatron's fused vocab-parallel cross-entropy 4 B FP32; torchtitan's eager
     2024 loss 12 B).
+
+    DualPipe (``schedule`` code 2) ranks differ: rank 0 holds the first and the last stage (embedding,
+    output layer, loss, MTP), the others two stages of the most layers; the larger of the two is reported.
     """
+    kw = dict(seq_len=seq_len, micro_batch=micro_batch, num_micro_batches=num_micro_batches, tp=tp, pp=pp, dp=dp,
+              cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero, sp=sp, recompute_code=recompute_code, flash=flash,
+              runtime_overhead_bytes=runtime_overhead_bytes, grad_bytes=grad_bytes, fp8=fp8,
+              microbatch_group=microbatch_group, stack=stack, schedule=schedule, dtype=dtype)
+    sched = np.asarray(schedule)
+    if not np.any(sched == 2):
+        return _memory_rank(model, **kw)
+    edge = _memory_rank(model, dual_rank="edge", **kw)
+    middle = _memory_rank(model, dual_rank="middle", **kw)
+    use = (sched == 2) & (np.asarray(pp) > 2) & (middle["total"] > edge["total"])
+    return {k: np.where(use, middle[k], edge[k]) for k in edge}
+
+
+def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp, vpp, zero,
+                 sp, recompute_code, flash, runtime_overhead_bytes, grad_bytes, fp8, microbatch_group, stack,
+                 schedule, dtype, dual_rank: str | None = None):
+    """``memory_per_gpu`` of one rank (``dual_rank``: which DualPipe rank; see ``stage_params``)."""
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
     dp_f = np.asarray(dp, dtype=float)
@@ -260,7 +345,7 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     vpp_f = np.asarray(vpp, dtype=float)
     zero = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
-    dense, expert = stage_params(model, tp_f, pp_f, ep_f, etp, vpp_f, schedule)
+    dense, expert = stage_params(model, tp_f, pp_f, ep_f, etp, vpp_f, schedule, dual_rank=dual_rank)
     d_dense = dp_f * cp_f
     d_exp = np.maximum(1.0, tp_f * dp_f * cp_f / (ep_f * np.asarray(etp, dtype=float)))
     params = dense + expert
@@ -271,14 +356,19 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     # (MODELLING.md 2.1 "FSDP/ZeRO-3 (FP32 sharded master, BF16 gather): 16/d"); BF16 copies exist only
     # while a unit is gathered. Other ZeRO-3 implementations: BF16 shard + grads + 12 B optimizer.
     torch_fsdp = (zero >= 3) & (impl in ("fsdp1", "fsdp2"))
+    # Adam's m and v: FP32 (4 B each) unless the stack keeps them in BF16 (DeepSeek-V3 Sec. 3.3.3)
+    moments = 2.0 * float(getattr(stack, "adam_moment_bytes", 4.0) if stack is not None else 4.0)
+    opt_b = OPT_BYTES - 8.0 + moments  # FP32 master + moments
     weights = np.where(zero >= 3, np.where(torch_fsdp, 4.0, WEIGHT_BYTES) * sharded, WEIGHT_BYTES * params)
     grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
-    optim = np.where(zero >= 1, np.where(torch_fsdp, OPT_BYTES - 4.0, OPT_BYTES) * sharded, OPT_BYTES * params)
+    optim = np.where(zero >= 1, np.where(torch_fsdp, opt_b - 4.0, opt_b) * sharded, opt_b * params)
     # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
     n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
     emb_out = model.vocab_size * model.hidden_size / tp_f * (1.0 if model.tied_embeddings else 2.0)
     layer_params = np.where(impl == "fsdp2", np.maximum(params - emb_out, 0.0), params) / n_dec
     weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
+    # ... and the unsharded gradients of the unit being reduce-scattered (MODELLING.md 2.1, FSDP row)
+    grads = grads + np.where(zero >= 3, grad_bytes * layer_params, 0.0)
     if impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
         weights = weights + np.where(held, WEIGHT_BYTES * params, 0.0)
@@ -305,14 +395,22 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
             opaque = nvfp4_layers(model.num_layers) / model.num_layers
         sac = op_sac_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, opaque)
         stored = np.where(rc_arr == 1, sac, stored)
+    if stack is not None and stack.selective_recompute == "norm-mla-up":
+        hai = hai_llm_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp)
+        stored = np.where(np.asarray(recompute_code) == 1, hai, stored)
     first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group, model=model,
-                                           schedule=schedule)
+                                           schedule=schedule, dual_rank=dual_rank)
     extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)
     acts_first = stored * first + extra
     acts_last = stored * last + extra
     # logits (FP32) on the last stage: 4 s b V / (t cp)
     loss_b = float(getattr(stack, "loss_bytes_per_logit", 4.0)) if stack is not None else 4.0
-    logits = loss_b * np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float) * model.vocab_size / tp_f
+    # the MTP modules' output heads on the last stage (DeepSeek-V3 Sec. 2.2: one more logits tensor per depth)
+    heads = 1.0 + float(getattr(model, "mtp_depth", 0) or 0)
+    logits = heads * loss_b * np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float) \
+        * model.vocab_size / tp_f
+    if dual_rank == "middle":
+        logits = np.where((np.asarray(schedule) == 2) & (pp_f > 2), 0.0, logits)
     first_binds = acts_first >= acts_last + logits
     acts = np.where(first_binds, acts_first, acts_last)
     logits = np.where(first_binds, 0.0, logits)

@@ -77,6 +77,8 @@ class SoftwareStack:
     # GEMM dtypes whose kernels do not dispatch as aten.mm, so torchtitan's per-op SAC policy saves none of
     # their outputs (torchao's NVFP4 training GEMM is a raw autograd Function: torchtitan nvfp4.py)
     sac_opaque_dtypes: tuple[str, ...] = ()
+    # bytes of each of Adam's two moments (FP32 4; DeepSeek-V3 Sec. 3.3.3 keeps them in BF16: 2)
+    adam_moment_bytes: float = 4.0
     # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
     # zb-h1 (zero bubble), dualpipe (DeepSeek's bidirectional pipeline with EP overlap)
     pipeline_schedules: tuple[str, ...] = ("1f1b",)
@@ -224,7 +226,12 @@ register_stack(
                "grad_reduce_bytes 4 is an ASSUMPTION (Sec. 3.3.2 keeps weight gradients in higher precision; "
                "the reduce dtype is not stated)",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 1),
-        recompute=("none", "selective"), context_parallel=False, pipeline_schedules=("1f1b", "dualpipe"),
+        # Sec. 3.2.3: RMSNorm and the MLA up-projections are recomputed in backward, always (its "selective";
+        # workload/memory.py hai_llm_bytes_per_layer); Sec. 3.3.3: FP8 activation caches (E5M6 for the
+        # attention output), AdamW moments in BF16, FP32 master weights and gradients; the EMA lives in CPU
+        # memory (not on the GPU, so not counted) and the MTP module shares the embedding and output head
+        recompute=("selective",), context_parallel=False, pipeline_schedules=("1f1b", "dualpipe"),
+        selective_recompute="norm-mla-up", adam_moment_bytes=2.0,
     ))
 register_stack(
     SoftwareStack(
