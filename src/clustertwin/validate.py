@@ -9,7 +9,6 @@ modelled are reported with the reason and count as failures.
 from __future__ import annotations
 
 import csv
-import difflib
 import importlib
 import math
 import re
@@ -21,7 +20,7 @@ from .errors import InputError
 from .sim.machine import uncalibrated_note  # noqa: F401  (re-exported)
 from .userfiles import is_file
 from .workload.model import ModelSpec
-from .workload.plan import ParallelPlan, check_plan, make_plan
+from .workload.plan import ParallelPlan, make_plan
 from .workload.stacks import FrameworkStack, SoftwareStack, stack_for_framework
 
 
@@ -263,86 +262,179 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     )
 
 
-# Scale-out names a row may use that the catalog spells differently: the family is read from the name,
-# the line rate from the name or the `nic_gbps` column; the row's note says which entry was used.
-_FABRIC_FAMILIES = (
-    (r"efa", "ethernet-efa"), (r"omni|opa\b|opa-", "omnipath"), (r"roce|spectrum", "roce"),
-    (r"\bib\b|ib-|infiniband|[hnxe]dr", "infiniband"), (r"eth|tcp|gbe|gige", "ethernet"),
-)
-
-
 def _closest_fabric(name: str, gbps: float, catalog) -> tuple[Any, str]:
-    """(fabric, note) for a scale-out name the catalog does not list."""
-    text = name.lower()
-    m = re.search(r"(\d+(?:\.\d+)?)\s*g", text)
-    speed = float(m.group(1)) if m else (gbps or 0.0)
-    fam = next((f for pat, f in _FABRIC_FAMILIES if re.search(pat, text)), None)
-    if fam is None:
-        raise InputError(f"scale-out fabric {name!r} is not in the catalog and its kind cannot be read from the name",
-                         suggestions=difflib.get_close_matches(name, list(catalog.scaleout), n=3, cutoff=0.4),
-                         hint="use a catalog fabric id (`clustertwin catalog list fabrics`) in the scale_out column")
+    """(fabric, note) for a scale-out name the catalog does not list (catalog/names.py)."""
+    from .catalog.names import resolve_fabric
 
-    def family(f) -> str:
-        fid = f.id.lower()
-        if "efa" in fid:
-            return "ethernet-efa"
-        if "omnipath" in fid:
-            return "omnipath"
-        return "roce" if f.kind == "roce" else f.kind
-
-    cands = [f for f in catalog.scaleout.values() if family(f) == fam]
-    if not cands:
-        raise InputError(f"scale-out fabric {name!r}: no {fam} fabric in the catalog",
-                         hint="add one with a user catalog (--catalog)")
-    best = min(cands, key=lambda f: (abs(f.port_bw * 8 / 1e9 - speed) if speed else 0.0, f.id))
-    note = f"scale-out {name!r} is not in the catalog: modelled as {best.id!r}"
-    if speed and abs(best.port_bw * 8 / 1e9 - speed) > 0.5:
-        from .units import gbps_to_bytes_per_s
-
-        best = replace(best, port_bw=gbps_to_bytes_per_s(speed))
-        note += f" with {speed:g} Gb/s ports"
-    return best, note
+    return resolve_fabric(name, gbps, catalog)
 
 
-def _closest_system(name: str, row: dict[str, str], catalog) -> tuple[Any, str]:
-    acc = (row.get("gpu") or "").strip()
-    per_node = _int(row, "gpus_per_node")
-    # same accelerator, and a name close enough to be a spelling of it (not an arbitrary label)
-    cands = [s for s in catalog.systems.values() if s.accelerator.id == acc
-             and difflib.SequenceMatcher(None, name.lower(), s.id).ratio() >= 0.6]
-    if not cands:
-        raise InputError(f"system {name!r} is not in the catalog and no catalog system with gpu {acc!r} has a close name",
-                         suggestions=difflib.get_close_matches(name, list(catalog.systems), n=3, cutoff=0.4),
-                         hint="use a catalog system id (`clustertwin catalog list systems`) in the system column")
-    best = min(cands, key=lambda s: (per_node and s.devices_per_host != per_node and s.devices_per_domain != per_node,
-                                     -difflib.SequenceMatcher(None, name.lower(), s.id).ratio()))
-    return best, f"system {name!r} is not in the catalog: modelled as {best.id!r} (same gpu {acc})"
+def resolve_row(row: dict[str, str], catalog) -> tuple[dict[str, str], list[str]]:
+    """The row with its gpu / system / precision columns as catalog names (catalog/names.py), the blank
+    NIC columns filled from a published system's alias entry, and the notes saying what was assumed. A row
+    that already uses catalog names comes back equal, with no notes. Raises ``InputError`` with the reason
+    for a name no rule places (a TPU, an unknown precision)."""
+    from .catalog.names import resolve_accelerator, resolve_dtype, resolve_system
+
+    out = dict(row)
+    notes: list[str] = []
+    gpu = (row.get("gpu") or "").strip()
+    if gpu:
+        gpu, note = resolve_accelerator(gpu, catalog)
+        out["gpu"] = gpu
+        notes.append(note)
+    if (row.get("precision") or "").strip():
+        from .workload.plan import DTYPES
+
+        out["precision"], note = resolve_dtype(row["precision"], DTYPES)
+        notes.append(note)
+    sys_name = (row.get("system") or "").strip()
+    if sys_name not in catalog.systems:
+        sid, defaults, note = resolve_system(sys_name, gpu, _int(row, "gpus_per_node"), catalog)
+        out["system"] = sid
+        filled = []
+        for key, value in defaults.items():
+            have = gpu if key == "gpu" else (row.get(key) or "").strip()
+            if not have:
+                out[key] = str(value)
+                filled.append(f"{key} {value}")
+        if filled:
+            note += "; the row's blank " + ", ".join(filled) + f" taken from {sys_name!r}"
+        notes.append(note)
+    _fill_columns(out, notes)
+    return out, [n for n in notes if n]
+
+
+# Spellings of the recompute column published runs print -> the plan's modes (validation README: none /
+# selective / full). Megatron's --recompute-granularity full (uniform or block method) is `full`;
+# "partial" / "block" recompute of some layers is read as `selective`-class (ASSUMED, said in the note).
+_RECOMPUTE_SPELLINGS = {
+    "none": ("no", "false", "off", "0", "disabled", "no-recompute", "no-ac"),
+    "selective": ("selective-attention", "selective-attn", "attention", "sac", "selective-ac", "core-attention",
+                  "partial", "block", "op", "selective-op"),
+    "full": ("yes", "true", "on", "1", "full-uniform", "full-block", "uniform", "activation-checkpointing",
+             "checkpointing", "ac", "full-ac", "gradient-checkpointing", "all", "full-recompute"),
+}
+_FLAG_TRUE = ("1", "yes", "true", "on", "y", "t", "enabled")
+_FLAG_FALSE = ("0", "no", "false", "off", "n", "f", "disabled")
+
+
+def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
+    """Spellings and blanks of the layout columns that published runs leave: yes/true flags, "zero-1",
+    recompute spellings, blank dp / num_gpus / micro_batch / global_batch / seq_len / ep (MoE), degrees
+    that do not multiply to num_gpus. Each filled or corrected value is said in ``notes``; columns a row
+    states consistently are left as they are."""
+    def text(key: str) -> str:
+        return (out.get(key) or "").strip()
+
+    for key in ("sequence_parallel", "fsdp"):
+        v = text(key).lower()
+        if v in _FLAG_TRUE:
+            out[key] = "1"
+        elif v in _FLAG_FALSE:
+            out[key] = "0"
+    m = re.fullmatch(r"(?:zero|stage|zero-stage)?[-_ ]?(\d)", text("zero_stage").lower())
+    if m:
+        out["zero_stage"] = m.group(1)
+    rc = re.sub(r"[\s_]+", "-", text("recompute").lower())
+    if rc and rc not in ("none", "selective", "full"):
+        mode = next((k for k, names in _RECOMPUTE_SPELLINGS.items() if rc in names), None)
+        if mode:
+            notes.append(f"recompute {text('recompute')!r} read as {mode}")
+            out["recompute"] = mode
+    if text("virtual_pipeline") == "0":
+        out["virtual_pipeline"] = "1"
+        notes.append("virtual_pipeline 0 read as 1 (no interleaving)")
+    try:
+        tp, pp, cp = (max(1, _int(out, k, 1)) for k in ("tp", "pp", "cp"))
+        n, dp = _int(out, "num_gpus"), _int(out, "dp")
+        mb = _int(out, "micro_batch")
+    except InputError:
+        return  # a non-numeric column: check_row_inputs / the plan reports it
+    inner = tp * pp * cp
+    if not n and dp:
+        out["num_gpus"] = str(inner * dp)
+        notes.append(f"num_gpus blank: tp*pp*cp*dp = {inner * dp}")
+    elif n and not dp and n % inner == 0:
+        out["dp"] = str(n // inner)
+        notes.append(f"dp blank: num_gpus / (tp*pp*cp) = {n // inner}")
+    elif n and dp and inner * dp != n:
+        gb = _int(out, "global_batch")
+        if n % inner == 0 and (not gb or gb % ((n // inner) * max(1, mb)) == 0):
+            out["dp"] = str(n // inner)
+            notes.append(f"tp*pp*cp*dp = {inner * dp} but num_gpus is {n}: dp taken as num_gpus / (tp*pp*cp) = "
+                         f"{n // inner}")
+        else:
+            out["num_gpus"] = str(inner * dp)
+            notes.append(f"tp*pp*cp*dp = {inner * dp} but num_gpus is {n}: the degrees are kept, num_gpus "
+                         f"taken as {inner * dp}")
+    if not mb:
+        out["micro_batch"] = "1"
+        notes.append("micro_batch blank: 1 assumed")
+    if not text("seq_len"):
+        out["seq_len"] = "2048"
+        notes.append("seq_len blank: 2048 assumed")
+    if not text("global_batch"):
+        d, m_, p = max(1, _int(out, "dp", 1)), max(1, _int(out, "micro_batch", 1)), pp
+        gb = d * m_ * (4 * p if p > 1 else 1)
+        out["global_batch"] = str(gb)
+        notes.append(f"global_batch blank: {gb} assumed (dp x micro_batch{' x 4 pp micro-batches' if p > 1 else ''})")
+    experts = _int(out, "num_experts")
+    if experts > 1:
+        if not text("moe_ffn_hidden_size") and text("ffn_hidden_size"):
+            out["moe_ffn_hidden_size"] = text("ffn_hidden_size")
+            notes.append("moe_ffn_hidden_size blank: experts as wide as ffn_hidden_size (Mixtral-style) assumed")
+        if not text("ep"):
+            import math
+
+            per_node = _int(out, "gpus_per_node") or 8
+            ep = math.gcd(experts, max(1, _int(out, "dp", 1)) * cp)
+            while ep > per_node and ep % 2 == 0:
+                ep //= 2
+            out["ep"] = str(max(1, ep))
+            notes.append(f"ep blank for an MoE run: {max(1, ep)} assumed (the largest divisor of the experts and "
+                         f"dp*cp that fits one node: expert parallelism inside the NVLink domain)")
 
 
 def hardware_notes(row: dict[str, str], catalog) -> str:
     """What ``hardware_from_row`` substituted for names the catalog does not list ("" if nothing)."""
-    return _hardware(row, catalog)[2]
+    row, notes = resolve_row(row, catalog)
+    return "; ".join(notes + [n for n in [_hardware(row, catalog)[2]] if n])
 
 
 def hardware_from_row(row: dict[str, str], catalog):
-    system, fabric, _ = _hardware(row, catalog)
+    system, fabric, _ = _hardware(resolve_row(row, catalog)[0], catalog)
     return system, fabric
 
 
+def _fits_one_domain(row: dict[str, str], system) -> bool:
+    n = _int(row, "num_gpus")
+    per_node = _int(row, "gpus_per_node") or system.devices_per_host
+    return 0 < n <= max(per_node, system.devices_per_domain)
+
+
 def _hardware(row: dict[str, str], catalog):
+    """(system, fabric, note) of a row whose names are resolved (``resolve_row``)."""
+    from .catalog.names import is_no_scaleout
+
     notes = []
     sys_name = (row.get("system") or "").strip()
-    if sys_name in catalog.systems or not sys_name:
-        system = catalog.system(sys_name)
-    else:
-        system, note = _closest_system(sys_name, row, catalog)
-        notes.append(note)
+    system = catalog.system(sys_name)
     fabric_id = (row.get("scale_out") or "").strip() or system.default_scaleout
     if fabric_id in catalog.scaleout:
         fabric = catalog.fabric(fabric_id)
+    elif is_no_scaleout(fabric_id):
+        fabric = catalog.fabric(system.default_scaleout)
+        if _fits_one_domain(row, system):
+            notes.append(f"scale-out {fabric_id!r}: the run fits one node / scale-up domain, no scale-out "
+                         f"traffic (the system's {system.default_scaleout} is carried but unused)")
+        else:
+            notes.append(f"scale-out {fabric_id!r} but {_int(row, 'num_gpus')} GPUs span several nodes: "
+                         f"modelled on the system's default scale-out {system.default_scaleout!r}")
     else:
         fabric, note = _closest_fabric(fabric_id, _num(row, "nic_gbps"), catalog)
-        notes.append(note)
+        if note:
+            notes.append(note)
     nics = _int(row, "nics_per_node")
     gbps = _num(row, "nic_gbps")
     per_node = _int(row, "gpus_per_node") or system.devices_per_host
@@ -356,23 +448,59 @@ def _hardware(row: dict[str, str], catalog):
 
 
 def _row_hardware(row: dict[str, str], catalog):
-    system, fabric = hardware_from_row(row, catalog)
+    row = resolve_row(row, catalog)[0]
+    system, fabric, _ = _hardware(row, catalog)
     acc = (row.get("gpu") or "").strip()
     if acc and acc != system.accelerator.id:
         system = replace(system, accelerator=catalog.accelerator(acc))
     return system, fabric
 
 
-def row_notes(row: dict[str, str], catalog) -> str:
-    """What the model assumed for this row beyond its columns (unknown framework, uncalibrated chip)."""
-    notes = [framework_for_row(row).note]
+def _stack_notes(row: dict[str, str]) -> str:
+    """Where the published layout is outside what the framework's preset lists (a ZeRO stage, recompute
+    mode, CP, pipeline schedule): the run used it, so the row is modelled as published and the note says
+    the preset was widened."""
+    from .workload.rules import plan_problems
+    from .workload.stacks import get_stack
+
     try:
-        notes.append(hardware_notes(row, catalog))
-        system, _ = _row_hardware(row, catalog)
+        model, plan = model_from_row(row), plan_from_row(row)
+    except (InputError, ValueError, KeyError, TypeError):
+        return ""
+    st = get_stack(plan.stack)
+    extra = [p for p in plan_problems(model, plan, st) if p not in plan_problems(model, plan)]
+    if not extra:
+        return ""
+    return (f"the row's layout is outside the {st.id} preset ({'; '.join(extra)}): the published run used it, so it "
+            f"is modelled as published with the preset's other settings")
+
+
+def row_notes(row: dict[str, str], catalog) -> str:
+    """What the model assumed for this row beyond its columns (names outside the catalog, unknown
+    framework, a layout outside the preset, uncalibrated chip)."""
+    try:
+        resolved, notes = resolve_row(row, catalog)
+    except InputError:
+        resolved, notes = row, []
+    notes = notes + [framework_for_row(resolved).note, _stack_notes(resolved)]
+    try:
+        notes.append(_hardware(resolved, catalog)[2])
+        system, _ = _row_hardware(resolved, catalog)
         notes.append(uncalibrated_note(system.accelerator.id))
     except InputError:
         pass
     return "; ".join(n for n in notes if n)
+
+
+def _check_row_plan(model: ModelSpec, plan: ParallelPlan) -> None:
+    """Refuse a row whose layout cannot run the model at all (degrees, divisibility: the model rules);
+    a layout the framework's preset does not list is modelled as published (``_stack_notes``)."""
+    from .workload.rules import plan_problems
+
+    reasons = plan_problems(model, plan)
+    if reasons:
+        raise InputError(f"plan cannot run {model.id}: " + reasons[0],
+                         hint="; ".join(reasons[1:]) if len(reasons) > 1 else "check the row's parallel degrees")
 
 
 def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical") -> float:
@@ -380,9 +508,10 @@ def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical
 
 
 def _estimate_row(row: dict[str, str], catalog, engine: str = "analytical"):
+    row = resolve_row(row, catalog)[0]
     model = model_from_row(row)
     plan = plan_from_row(row)
-    check_plan(model, plan)
+    _check_row_plan(model, plan)
     system, fabric = _row_hardware(row, catalog)
     from .sim.engines import get_engine
 
@@ -470,8 +599,9 @@ def _validate_predicted(rows, catalog, engine, *, target: str, kind: str, unit: 
             out.append(RowResult(rid, None, None, None, reason=why, unit=unit))
             continue
         try:
-            check_row_inputs(row)
-            pred = predict(row)
+            resolved = resolve_row(row, catalog)[0]
+            check_row_inputs(resolved)
+            pred = predict(resolved)
         except InputError as exc:
             out.append(RowResult(rid, measured, None, None, reason=exc.message, unit=unit))
             continue
@@ -484,7 +614,7 @@ def _validate_predicted(rows, catalog, engine, *, target: str, kind: str, unit: 
             continue
         note = "; ".join(n for n in (row_notes(row, catalog), extra_note(row) if extra_note else "") if n)
         out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit=unit,
-                             stack=stack_for_row(row).id, note=note))
+                             stack=stack_for_row(resolved).id, note=note))
     return ValidationReport(kind, out)
 
 
@@ -586,7 +716,10 @@ def _validate_collectives(rows: list[dict[str, str]], catalog, engine: str = "an
         if not (0 < pred < float("inf")):
             out.append(RowResult(rid, measured, None, None, reason="model produced no finite bandwidth", unit="GB/s"))
             continue
-        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit="GB/s"))
+        from .collectives.validation import row_notes as collective_notes
+
+        note = collective_notes(dict(row), catalog)
+        out.append(RowResult(rid, measured, pred, 100.0 * (pred - measured) / measured, unit="GB/s", note=note))
     return ValidationReport("collectives", out)
 
 

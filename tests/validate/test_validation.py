@@ -65,14 +65,14 @@ def test_unmodellable_row_is_a_listed_failure(tmp_path, validation_dir):
         reader = csv.DictReader(fh)
         rows = list(reader)
         header = reader.fieldnames
-    bad = dict(rows[0], id="bad-row", system="no-such-system")
+    bad = dict(rows[0], id="bad-row", gpu="tpu-v5p", system="tpu-v5p-pod")
     out = tmp_path / "bad.csv"
     with open(out, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=header)
         w.writeheader()
         w.writerows([rows[0], bad])
     rep = validate_file(out)
-    assert rep.failures and rep.failures[0].id == "bad-row" and "system" in rep.failures[0].reason
+    assert rep.failures and rep.failures[0].id == "bad-row" and "no TPU model" in rep.failures[0].reason
     assert rep.to_dict()["failed"] == 1
 
 

@@ -42,14 +42,34 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
 def row_setup(row: dict[str, str], catalog) -> dict[str, Any]:
     """System, fabric and group layout for one CSV row (row values override system defaults)."""
     rid = row.get("id", "?")
-    for key in ("system", "num_gpus", "collective", "size_bytes"):
+    for key in ("num_gpus", "collective", "size_bytes"):
         if not (row.get(key) or "").strip():
-            raise InputError(f"row {rid}: column {key!r} is empty", hint="every collectives row needs system, num_gpus, collective, size_bytes")
-    system = catalog.system(row["system"].strip())
+            raise InputError(f"row {rid}: column {key!r} is empty", hint="every collectives row needs num_gpus, collective, size_bytes (and a system or gpu)")
+    from ..catalog.names import is_no_scaleout, resolve_accelerator, resolve_fabric, resolve_system
+
+    notes: list[str] = []
     gpu = (row.get("gpu") or "").strip()
-    if gpu and gpu != system.accelerator.id and gpu in catalog.accelerators:
+    if gpu:
+        gpu, note = resolve_accelerator(gpu, catalog)
+        notes.append(note)
+    sid, defaults, note = resolve_system(row.get("system") or "", gpu, _int(row, "gpus_per_node", 0) or 0, catalog)
+    notes.append(note)
+    gpu = gpu or str(defaults.get("gpu") or "")
+    system = catalog.system(sid)
+    if gpu and gpu != system.accelerator.id:
         system = dataclasses.replace(system, accelerator=catalog.accelerator(gpu))
-    fabric = catalog.fabric((row.get("scale_out") or "").strip() or system.default_scaleout)
+    row = {**{k: str(v) for k, v in defaults.items() if k != "gpu"},
+           **{k: v for k, v in row.items() if (v or "").strip()}}
+    fname = (row.get("scale_out") or "").strip()
+    if not fname or is_no_scaleout(fname):
+        fabric = catalog.fabric(system.default_scaleout)
+        if fname:
+            notes.append(f"scale-out {fname!r}: the system's {system.default_scaleout} is used where the group "
+                         "leaves the node")
+    else:
+        fabric, note = resolve_fabric(fname, float(row.get("nic_gbps") or 0) if _is_num(row.get("nic_gbps")) else 0.0,
+                                      catalog)
+        notes.append(note)
     nics = _int(row, "nics_per_node")
     nic_gbps = (row.get("nic_gbps") or "").strip()
     if nic_gbps:
@@ -77,7 +97,24 @@ def row_setup(row: dict[str, str], catalog) -> dict[str, Any]:
         "algo": algo,
         "size": float(row["size_bytes"]),
         "gpus_per_process": gpp,
+        "notes": [n for n in notes if n],
     }
+
+
+def _is_num(text: str | None) -> bool:
+    try:
+        float(text or "")
+    except ValueError:
+        return False
+    return True
+
+
+def row_notes(row: dict[str, str], catalog) -> str:
+    """What the collective model assumed for a row beyond its columns (names outside the catalog)."""
+    try:
+        return "; ".join(row_setup(row, catalog)["notes"])
+    except InputError:
+        return ""
 
 
 def predict_busbw_row(row: dict[str, str], catalog) -> float:

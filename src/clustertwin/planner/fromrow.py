@@ -47,9 +47,17 @@ def row_layout(row: dict[str, str]) -> dict[str, Any]:
 
 def request_from_row(spec: str | dict[str, str], catalog: Any, **overrides: Any) -> tuple[PlanRequest, dict[str, str]]:
     """The plan request for the job of a validation row, and the row."""
-    from ..validate import _row_hardware, check_row_inputs, model_from_row, plan_from_row, stack_for_row
+    from ..validate import (
+        _row_hardware,
+        check_row_inputs,
+        model_from_row,
+        plan_from_row,
+        resolve_row,
+        stack_for_row,
+    )
 
     row = read_row(spec) if isinstance(spec, str) else spec
+    row = resolve_row(row, catalog)[0]  # names outside the catalog, blank columns (docs/validation.md)
     check_row_inputs(row)
     model = model_from_row(row)
     system, fabric = _row_hardware(row, catalog)

@@ -66,9 +66,25 @@ def _weights_dtype(row: dict, acc, assumed: list[str]) -> str:
     w = (row.get("weights_dtype") or "").strip().lower()
     if w in ("bf16", "fp8", "nvfp4", "int8", "fp16"):
         return w
+    if w:
+        from ..catalog.names import normalize, resolve_dtype
+        from ..errors import InputError
+
+        n = normalize(w)
+        if n in ("int8", "w8a8", "int8-sq", "smoothquant"):
+            assumed.append(f"weights dtype {w!r} modelled as int8")
+            return "int8"
+        try:
+            d, note = resolve_dtype(n, ("bf16", "fp16", "fp8", "nvfp4"))
+        except InputError:
+            d, note = "", ""
+        if d in ("bf16", "fp16", "fp8", "nvfp4"):
+            assumed.append(note or f"weights dtype {w!r} modelled as {d}")
+            return d
     for d in ("nvfp4", "fp8"):
         if acc.peak(d) > 0:
-            assumed.append(f"weights dtype unknown: {d}, the narrowest GEMM precision {acc.name} runs")
+            what = f"weights dtype {w!r} is not modelled" if w else "weights dtype unknown"
+            assumed.append(f"{what}: {d}, the narrowest GEMM precision {acc.name} runs")
             return d
     assumed.append("weights dtype unknown: bf16")
     return "bf16"
@@ -87,12 +103,42 @@ def _kv_dtype(row: dict, wdtype: str, engine_id: str, assumed: list[str]) -> str
     return "bf16"
 
 
+def _serving_model(ref: str, assumed: list[str]):
+    """The zoo model of a row's ``model_ref``; another spelling of a zoo id (case, dashes, a -chat /
+    -instruct / -hf suffix: "Llama-2-70B-chat" -> llama2-70b) is matched with a note."""
+    from ..errors import UnknownNameError
+    from ..workload.model import builtin_models
+
+    try:
+        return get_model(ref)
+    except UnknownNameError:
+        def key(text: str) -> str:
+            t = re.sub(r"[-_ ](chat|instruct|hf|it|base|fp8|bf16)\b", "", text.lower())
+            return re.sub(r"[^a-z0-9.]", "", t)
+
+        table = builtin_models()
+        hits = [mid for mid in table if key(mid) == key(ref)]
+        if len(hits) != 1:
+            raise
+        assumed.append(f"model {ref!r} is not a zoo id: modelled as {hits[0]!r} (same name without separators)")
+        return table[hits[0]]
+
+
 def row_inputs(row: dict, catalog):
     """(model, system, scaleout, Deployment, Workload, engine, extras, assumed) from a serving.csv row."""
     assumed: list[str] = []
-    model = get_model((row.get("model_ref") or "").strip())
-    system = catalog.system((row.get("system_id") or "").strip())
+    model = _serving_model((row.get("model_ref") or "").strip(), assumed)
+    from ..catalog.names import resolve_accelerator, resolve_system
+
     gpu = (row.get("gpu_id") or "").strip()
+    if gpu:
+        gpu, note = resolve_accelerator(gpu, catalog)
+        assumed.extend([note] if note else [])
+    sid, defaults, note = resolve_system(row.get("system_id") or "", gpu, _lead_int(row.get("gpus_per_node")) or 0,
+                                         catalog)
+    assumed.extend([note] if note else [])
+    gpu = gpu or str(defaults.get("gpu") or "")
+    system = catalog.system(sid)
     if gpu and gpu != system.accelerator.id:
         system = replace(system, accelerator=catalog.accelerator(gpu))
     scaleout = catalog.fabric(system.default_scaleout)
@@ -151,7 +197,7 @@ def row_inputs(row: dict, catalog):
     dep = Deployment(tp=tp, ep=ep, pp=pp, dp_attention=dp_attn, weights_dtype=wdt, kv_dtype=kvdt,
                      max_batch=max_batch, max_num_tokens=max_tokens, spec_tokens=spec, acceptance=accept,
                      prefix_hit_rate=hit, chunked_prefill=chunked, scheduler_steps=sched_steps)
-    ref = (row.get("model_ref") or "").strip()
+    ref = model.id  # the zoo id (a row may spell it differently)
     inp = _lead_num(row.get("input_len"))
     cv = 0.0
     if inp is None and kind not in ("production",):
@@ -177,6 +223,8 @@ def row_inputs(row: dict, catalog):
     kv_len = _lead_num(row.get("kv_cache_len")) or 0.0
     wl_kind = {"production": "prefill", "latency-band": "offline"}.get(kind, kind)
     if wl_kind not in ("offline", "server", "interactive", "prefill", "decode"):
+        assumed.append(f"scenario_kind {kind!r} is not one of offline / server / interactive / prefill / decode / "
+                       "production / latency-band: modelled as offline (throughput)")
         wl_kind = "offline"
     wl = Workload(input_len=inp, output_len=max(out, 1.0), scenario=wl_kind,
                   ttft_slo_s=(_lead_num(row.get("ttft_constraint_ms")) or 0.0) / 1e3,

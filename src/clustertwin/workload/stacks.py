@@ -367,4 +367,6 @@ def stack_for_framework(framework: str, version: str = "", sharded: bool = False
             sid = rule["stack"]
             break
     (rule_name, n), = dict(entry.get("blank_virtual_pipeline") or {"layers_per_virtual_stage": 2}).items()
+    if entry.get("assumed"):
+        note = "; ".join(x for x in (note, " ".join(str(entry["assumed"]).split())) if x)
     return FrameworkStack(STACKS[sid], key, (str(rule_name), int(n)), note=note)

@@ -1,0 +1,165 @@
+"""Rows of published runs that name things outside the catalog (catalog/names.py, docs/validation.md
+"Names outside the catalog"): each is modelled, and its note names the assumption; families without a
+model fail with a clear reason."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from clustertwin.catalog import load_catalog
+from clustertwin.catalog.names import resolve_accelerator, resolve_dtype
+from clustertwin.errors import InputError
+from clustertwin.validate import _validate_collectives, resolve_row, validate_rows
+from clustertwin.workload.plan import DTYPES
+
+
+def _rows(validation_dir, name):
+    with open(validation_dir / f"{name}.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def a100(validation_dir):  # Megatron-LM SC'21, A100 80GB, FP16
+    return next(r for r in _rows(validation_dir, "training") if r["id"] == "mlm-sc21-t1-1")
+
+
+@pytest.fixture(scope="module")
+def h100(validation_dir):  # dense Megatron-Core on HGX H100, ZeRO-1
+    return next(r for r in _rows(validation_dir, "training") if r["gpu"] == "h100-sxm"
+                and r["framework"] == "megatron-core" and r["num_experts"] in ("", "0", "1"))
+
+
+def _one(row, **cols):
+    r = validate_rows([dict(row, id="probe", **cols)]).rows[0]
+    assert r.error_pct is not None, r.reason
+    return r
+
+
+@pytest.mark.parametrize(("gpu", "acc", "said"), [
+    ("a100-sxm4-80gb", "a100-80gb", "modelled as 'a100-80gb'"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb", "modelled as 'a100-40gb'"),
+    ("v100", "v100-32gb", "32 GB SXM2/SXM3"),
+    ("a800", "a800-80gb", "modelled as 'a800-80gb'"),
+    ("mi250x", "mi250x", "uncalibrated efficiency (assumed)"),
+])
+def test_gpu_spellings_and_new_chips_are_modelled_with_a_note(a100, gpu, acc, said):
+    r = _one(a100, gpu=gpu)
+    assert said in r.note
+    assert resolve_row(dict(a100, gpu=gpu), load_catalog())[0]["gpu"] == acc
+
+
+@pytest.mark.parametrize("gpu", ["h100", "H100 SXM5 80GB", "h100-80gb-hbm3", "gh200", "h20", "h100-pcie"])
+def test_hopper_spellings_are_modelled(h100, gpu):
+    r = _one(h100, gpu=gpu)
+    assert gpu in r.note or "uncalibrated efficiency (assumed)" in r.note
+
+
+def test_family_rule_picks_memory_size_and_says_when_a_form_factor_is_missing():
+    cat = load_catalog()
+    assert resolve_accelerator("a100-80g-sxm", cat)[0] == "a100-80gb"
+    acc, note = resolve_accelerator("a100-pcie-40gb", cat)
+    assert acc == "a100-40gb" and "no PCIE variant" in note
+
+
+@pytest.mark.parametrize(("gpu", "why"), [("tpu-v5p", "no TPU model"), ("gaudi3", "no Intel Gaudi model"),
+                                          ("trainium2", "Trainium"), ("ascend-910b", "910B")])
+def test_accelerators_without_a_model_fail_with_the_reason(a100, gpu, why):
+    r = validate_rows([dict(a100, id="probe", gpu=gpu)]).rows[0]
+    assert r.error_pct is None and why in r.reason
+
+
+@pytest.mark.parametrize(("system", "said"), [
+    ("p4d", "modelled as 'dgx-a100-40gb'"), ("selene", "modelled as 'dgx-a100'"),
+    ("no-such-cluster", "the catalog's system for gpu a100-80gb"),
+])
+def test_published_system_names_are_modelled(a100, system, said):
+    assert said in _one(a100, system=system).note
+
+
+def test_system_alias_fills_the_blank_nic_columns_and_says_so(a100):
+    cat = load_catalog()
+    row = dict(a100, id="p", gpu="a100-40gb", system="p4d.24xlarge", scale_out="", nics_per_node="", nic_gbps="")
+    resolved, notes = resolve_row(row, cat)
+    assert (resolved["system"], resolved["scale_out"], resolved["nics_per_node"], resolved["nic_gbps"]) == (
+        "dgx-a100-40gb", "aws-efa-p4d", "4", "100")
+    assert any("nics_per_node 4" in n for n in notes)
+    assert "aws-efa-p4d" in _one(row).note
+
+
+@pytest.mark.parametrize(("system", "acc"), [("frontier", "mi250x"), ("summit", "v100-16gb"), ("dgx-2", "v100-32gb")])
+def test_supercomputer_rows_without_a_gpu_column_take_the_systems_chip(a100, system, acc):
+    row = dict(a100, system=system, gpu="", scale_out="", nics_per_node="", nic_gbps="")
+    assert resolve_row(row, load_catalog())[0]["gpu"] in (acc, "")  # dgx-2: the system's own chip
+    assert "uncalibrated efficiency (assumed)" in _one(row).note
+
+
+@pytest.mark.parametrize(("fabric", "said"), [("slingshot-11", ""), ("slingshot-200g", "modelled as 'slingshot-11'"),
+                                              ("gpudirect-tcpxo", "gcp-tcpxo-200g"), ("myrinet", "generic RDMA")])
+def test_scale_out_names(h100, fabric, said):
+    assert said in _one(h100, scale_out=fabric).note
+
+
+def test_no_scale_out_on_a_single_node_run(h100):
+    one = dict(h100, num_gpus="8", dp="8", global_batch="32", scale_out="nvlink")
+    assert "fits one node" in _one(one).note
+    assert "span several nodes" in _one(h100, scale_out="none").note
+
+
+@pytest.mark.parametrize(("prec", "dtype"), [("bf16-mixed", "bf16"), ("amp", "fp16"), ("fp8-e4m3", "fp8"),
+                                             ("fp8-hybrid", "fp8"), ("mxfp4", "nvfp4")])
+def test_precision_spellings(prec, dtype):
+    d, note = resolve_dtype(prec, DTYPES)
+    assert d == dtype and prec in note
+
+
+def test_precision_alias_row_is_modelled_and_unsupported_precisions_say_why(h100):
+    assert "modelled as fp8" in _one(h100, precision="fp8-e4m3").note
+    for p in ("tf32", "fp32", "int8"):
+        with pytest.raises(InputError, match="not modelled"):
+            resolve_dtype(p, DTYPES)
+
+
+@pytest.mark.parametrize(("framework", "said"), [
+    ("megatron-deepspeed", "outside the megatron-lm-2022 preset"), ("pytorch-fsdp", "outside the pytorch-fsdp preset"),
+    ("nanotron", "nanotron modelled with the megatron-core preset"),
+])
+def test_a_layout_the_run_used_is_modelled_as_published(h100, framework, said):
+    r = _one(h100, framework=framework, framework_version="")  # ZeRO-1: not in the FSDP / 2022 presets
+    assert said in r.note
+
+
+@pytest.mark.parametrize(("cols", "said"), [
+    ({"dp": ""}, "dp blank"), ({"num_gpus": ""}, "num_gpus blank"), ({"micro_batch": ""}, "micro_batch blank"),
+    ({"global_batch": ""}, "global_batch blank"), ({"recompute": "full-uniform"}, "read as full"),
+    ({"dp": "96"}, "dp taken as num_gpus"), ({"num_gpus": "56"}, "num_gpus taken as 48"),
+    ({"sequence_parallel": "true", "fsdp": "no", "zero_stage": "zero-1"}, ""),
+])
+def test_blank_and_odd_columns_are_filled_with_a_note(h100, cols, said):
+    assert said in _one(h100, **cols).note
+
+
+def test_moe_row_with_blank_ep_assumes_ep_inside_the_node(validation_dir):
+    moe = next(r for r in _rows(validation_dir, "training") if r["num_experts"] not in ("", "0", "1")
+               and int(r["ep"] or 1) > 1)
+    assert "ep blank for an MoE run" in _one(moe, ep="").note
+
+
+def test_public_rows_resolve_unchanged(validation_dir):
+    cat = load_catalog()
+    for name in ("training", "memory"):
+        for row in _rows(validation_dir, name):
+            resolved, notes = resolve_row(row, cat)
+            assert resolved == row and notes == [], row["id"]
+
+
+def test_collective_rows_with_published_names(validation_dir):
+    cat = load_catalog()
+    base = next(r for r in _rows(validation_dir, "collectives") if r["system"] == "hgx-h100")
+    rows = [dict(base, id="a", system="nd-h100-v5"), dict(base, id="b", gpu="H100 SXM5 80GB"),
+            dict(base, id="c", system="", gpu="h100"), dict(base, id="d", scale_out="n/a")]
+    rep = _validate_collectives(rows, cat)
+    assert all(r.error_pct is not None for r in rep.rows), [r.reason for r in rep.rows]
+    assert "nd-h100-v5" in rep.rows[0].note and "H100 SXM5 80GB" in rep.rows[1].note
+    assert "system blank" in rep.rows[2].note and "'n/a'" in rep.rows[3].note
