@@ -8,6 +8,8 @@ Prints, for one in-process ``estimate()`` of a 16,384-GPU Llama 3 405B plan on h
   global batch), each estimated once after a warm-up on *other* layouts, so a memo of identical calls is
   not what is timed; with the share of collectives the per-machine table already held;
 * warm, one plan repeated (the old figure, for comparison);
+* the same distinct layouts through numpy 0-d arrays (``analytical.SCALAR = False``, the path ``estimate``
+  took before it ran one plan on plain Python numbers), and how many plans fell back to numpy;
 * ``estimate_batch`` over 100,000 layouts, and the CLI start-up time.
 
 Wall time and CPU time (``time.process_time``) are both printed: on a shared machine wall time
@@ -30,7 +32,7 @@ import numpy as np
 from clustertwin.catalog import load_catalog
 from clustertwin.errors import InputError
 from clustertwin.planner.space import SCHEDULES, ModelShape, SpaceOptions, structural_space
-from clustertwin.sim import comm, estimate, estimate_batch, kernels
+from clustertwin.sim import analytical, comm, estimate, estimate_batch, kernels
 from clustertwin.workload import get_model, make_plan
 from clustertwin.workload.plan import RECOMPUTE, check_plan
 
@@ -139,6 +141,13 @@ def main() -> None:
           f"(first timed layout: {hits:.0%}; misses are priced by the collective model)")
     w, c, _ = _time(one, [table4] * 500)
     print(f"estimate() warm, one plan repeated: {w * 1e3:.3f} ms wall, {c * 1e3:.3f} ms CPU per call")
+    print(f"  plans rerun through numpy (division by zero / overflow on plain numbers): "
+          f"{analytical.SCALAR_FALLBACKS[0]}")
+    analytical.SCALAR = False
+    w, c, per = _time(one, timed[:500])
+    analytical.SCALAR = True
+    print(f"estimate() warm through numpy 0-d arrays (SCALAR = False), {len(timed[:500])} of the layouts: "
+          f"{w * 1e3:.3f} ms wall (median {statistics.median(per) * 1e3:.3f}), {c * 1e3:.3f} ms CPU per call")
 
     rng = np.random.default_rng(0)
     k = 100_000

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
+from . import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 
 
 def ranks_per_domain(size, stride, domain: int):

@@ -24,8 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
 from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, model_flops_per_step
@@ -69,7 +68,7 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
                     zero=zero, global_batch=gb, seq_len=o.seq_len, sp=sp, etp=etp, flash=o.flash,
                     overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm, stack=o.stack,
                     schedule=arr.get("schedule", 0))
-    shape = c["layer_fwd_gemm_s"].shape
+    shape = np.shape(c["layer_fwd_gemm_s"])
     t = np.broadcast_to(np.asarray(tp, dtype=float), shape)
     p = np.broadcast_to(np.asarray(pp, dtype=float), shape)
     v = np.broadcast_to(np.asarray(vpp, dtype=float), shape)
@@ -125,13 +124,13 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     L = float(model.num_layers)
     stages = p * v
     even = np.isclose(np.mod(L, stages), 0.0)
-    plus2 = (~even) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
+    plus2 = np.logical_not(even) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
     slots = (L + 2.0) / p
     T_last = np.where(plus2, np.maximum(slots * t_layer, (slots - 1.0) * t_layer + logits), Lps * t_layer + logits)
     # Neither: Megatron needs an explicit layout (``pipeline_model_parallel_layout``; NVIDIA's DeepSeek-V3
     # recipes: "Et*4|(t*4|)*14tmL" for 61 layers on 16 virtual stages); we assume the balanced one, whole
     # layers per stage, the last rank trading layers for the output head(s) and MTP (pp_layout.py).
-    custom = (~even) & (~plus2) & (p > 1)
+    custom = np.logical_not(even) & np.logical_not(plus2) & (p > 1)
     T_last = np.where(custom, balanced_last_stage_time(L, p, t_layer, logits), T_last)
     # DualPipe: rank i runs half of the micro-batches through stage i and half through stage p-1-i, so
     # the first rank carries the mean of the embedding stage and the loss stage (whole layers of
@@ -244,24 +243,23 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     seq = int(seq_len or model.seq_len)
     a: dict[str, np.ndarray] = {}
     for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero"):
-        a[k] = np.asarray(plans.get(k, 1 if k != "zero" else 1)).astype(np.int64)
+        a[k] = np.astype(np.asarray(plans.get(k, 1 if k != "zero" else 1)), np.int64)
     rc = plans.get("recompute", 0)
-    rc_arr = np.asarray(rc)
-    if rc_arr.dtype.kind in "US":
-        rc_arr = np.vectorize(lambda x: RECOMPUTE_CODE[str(x)])(rc_arr)
-    a["recompute"] = rc_arr.astype(np.int64)
+    if isinstance(rc, str) or (not isinstance(rc, int | float) and np.asarray(rc).dtype.kind in "US"):
+        rc = np.vectorize(lambda x: RECOMPUTE_CODE[str(x)])(np.asarray(rc))
+    a["recompute"] = np.astype(np.asarray(rc), np.int64)
     gbv = plans.get("global_batch", global_batch)
     if gbv is None:
         raise InputError("estimate_batch needs global_batch (in plans or as keyword)")
-    a["global_batch"] = np.asarray(gbv).astype(np.int64)
-    a["etp"] = np.asarray(plans.get("etp", 1)).astype(np.int64)
+    a["global_batch"] = np.astype(np.asarray(gbv), np.int64)
+    a["etp"] = np.astype(np.asarray(plans.get("etp", 1)), np.int64)
     sp = plans.get("sequence_parallel", sequence_parallel)
-    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.asarray(sp).astype(bool) & (np.asarray(a["tp"]) > 1))
-    a["uneven"] = np.asarray(plans.get("uneven_pipeline", False)).astype(bool)
-    a["mb_group"] = np.asarray(plans.get("microbatch_group", 0)).astype(np.int64)
+    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.astype(np.asarray(sp), bool) & (np.asarray(a["tp"]) > 1))
+    a["uneven"] = np.astype(np.asarray(plans.get("uneven_pipeline", False)), bool)
+    a["mb_group"] = np.astype(np.asarray(plans.get("microbatch_group", 0)), np.int64)
     a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
     if "fsdp" in plans:
-        a["zero"] = np.where(np.asarray(plans["fsdp"]).astype(bool), 3, a["zero"])
+        a["zero"] = np.where(np.astype(np.asarray(plans["fsdp"]), bool), 3, a["zero"])
     keys = list(a)
     bcast = np.broadcast_arrays(*(a[k] for k in keys))
     a = dict(zip(keys, bcast, strict=True))
@@ -278,9 +276,9 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     safe = dict(a)
     safe["micro_batch"] = np.maximum(a["micro_batch"], 1)
     out = _compose(model, hw, safe, o)
-    n_gpus = (a["tp"] * a["pp"] * a["dp"] * a["cp"]).astype(float)
+    n_gpus = np.astype(a["tp"] * a["pp"] * a["dp"] * a["cp"], float)
     step = out["step_time_s"]
-    tokens = a["global_batch"].astype(float) * seq
+    tokens = np.astype(a["global_batch"], float) * seq
     mf = model_flops_per_step(model, seq, a["global_batch"])
     hf = hardware_flops_per_step(model, seq, a["global_batch"], a["recompute"])
     out["tokens_per_s"] = tokens / step
@@ -372,10 +370,39 @@ def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
     return f"fused attention (FlashAttention) at {hw.eff.attention_efficiency:.2f} of BF16 peak"
 
 
+# One plan through the step model on plain Python numbers (``clustertwin.xp.scalar_mode``): the same
+# formulas as a batch, ~10x fewer microseconds than numpy on 0-d arrays. False: through numpy (the
+# reference tests/sim/test_fast_paths.py compares it with). A plan whose arithmetic divides by zero or
+# overflows (numpy: inf with a warning, Python: an exception) is rerun through numpy; so is any other
+# error unless STRICT_SCALAR (the tests), so a plain-number gap in a rarely used branch costs time, not
+# a wrong answer or a crash.
+SCALAR = True
+STRICT_SCALAR = False
+SCALAR_FALLBACKS = [0]  # plans rerun through numpy in this process (the tests read it)
+
+
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
              catalog: Any = None, check: bool = True, network: Any = None,
              memory_margin_gb: float = DEFAULT_MEMORY_MARGIN_GB) -> StepResult:
     """Scalar estimate of one plan; numerically identical to ``estimate_batch`` (it calls it)."""
+    if not SCALAR:
+        return _estimate(model, system, fabric, plan, catalog, check, network, memory_margin_gb)
+    try:
+        with np.scalar_mode():
+            return _estimate(model, system, fabric, plan, catalog, check, network, memory_margin_gb)
+    except InputError:
+        raise
+    except (ArithmeticError, ValueError):
+        pass
+    except (TypeError, AttributeError, IndexError, KeyError):
+        if STRICT_SCALAR:
+            raise
+    SCALAR_FALLBACKS[0] += 1
+    return _estimate(model, system, fabric, plan, catalog, check, network, memory_margin_gb)
+
+
+def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, catalog: Any,
+              check: bool, network: Any, memory_margin_gb: float) -> StepResult:
     if check:
         check_plan(model, plan)
     plans = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "vpp": plan.vpp,
@@ -388,7 +415,8 @@ def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: P
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
                          grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,
                          hardware=hw, stack=plan.stack, memory_margin_gb=memory_margin_gb, rule_mask=False)
-    f = {k: float(v) if np.ndim(v) == 0 else float(np.asarray(v).reshape(-1)[0]) for k, v in out.items()}
+    f = {k: float(v) if type(v) is float or np.ndim(v) == 0 else float(np.asarray(v).reshape(-1)[0])
+         for k, v in out.items()}
     step = f["step_time_s"]
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}
     mem = {k: f[f"memory_{k}_gb"] for k in MEMORY}

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import xp
 from ..collectives import collective_time as _nccl_collective_time
 from ..collectives import resolve_params
 from .machine import Hardware
@@ -43,6 +44,7 @@ _MACHINES_MAX = 64
 # never reused while its table exists. Specs and catalogs are frozen.
 _TABLES: dict[tuple[int, int, int], tuple[object, object, object, dict]] = {}
 _BANDWIDTHS = ("achieved_bandwidths",)  # a key no collective uses
+_PLAIN = xp._S
 
 
 def _table(hw: Hardware) -> dict:
@@ -116,6 +118,8 @@ def collective_time(op: str, size, n, r, hw: Hardware):
     t: Any
     if not FAST:
         t = np.where(np.asarray(n) > 1, np.asarray(_nccl(op, size, n, r, hw), dtype=float), 0.0)
+    elif type(size) in _PLAIN and type(n) in _PLAIN and type(r) in _PLAIN and xp.in_scalar_mode():
+        t = _scalar(op, size, n, r, hw)  # one plan on plain numbers (xp.scalar_mode)
     elif np.ndim(size) == 0 and np.ndim(n) == 0 and np.ndim(r) == 0:
         t = np.float64(_scalar(op, size, n, r, hw))
     elif np.broadcast(size, n, r).size >= _DEDUP_MIN:

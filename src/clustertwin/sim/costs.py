@@ -24,7 +24,7 @@ bytes, FLOPs. Formulas and sources: docs/modelling.md and MODELLING.md.
 
 from __future__ import annotations
 
-import numpy as np
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 
 # share of the linear layers an NVFP4 training recipe keeps in BF16 (arXiv:2509.25149 Sec. 4: ~15 %); one
 # constant with the memory model (workload/memory.py nvfp4_layers)
@@ -151,7 +151,9 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "fsdp_bwd_gathers": dpc.fsdp_bwd_gathers, "optimizer_s": optimizer_step(st, dpc),
         "step_overhead_s": step_overhead(st),
     }
-    shape = np.broadcast(*out.values()).shape
+    shape = np.broadcast_shape(*out.values())
     if not shape:  # one plan (``estimate``): nothing to broadcast
+        if np.in_scalar_mode():
+            return {k: float(v) for k, v in out.items()}
         return {k: np.asarray(v, dtype=float) for k, v in out.items()}
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}

@@ -13,14 +13,14 @@ optimizer) are bytes / (HBM * hbm_efficiency).
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .machine import Hardware
 
 # Scalar GEMM times already computed, per machine: id(hw) -> (hw, {(M, N, K, batch, in_bytes, peak, mamf): s}).
 # ``make_hardware`` returns one object per machine, so a scalar ``estimate`` reuses the times of earlier
 # layouts with the same shapes; the entry keeps hw alive, so its id is not reused while cached.
 _GEMM: dict[int, tuple[Hardware, dict]] = {}
+_PLAIN = np._S  # plain numbers (and numpy scalars): the table's key is built from them directly
 FAST = True  # False: compute every GEMM (the reference tests/sim/test_fast_paths.py compares the table with)
 
 
@@ -31,23 +31,30 @@ def clear_tables() -> None:
 
 def gemm_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0, peak=None, mamf=None):
     """Time of a (batched) GEMM C[M,N] = A[M,K] B[K,N] on one GPU (see module docstring)."""
-    if (FAST and np.ndim(M) == 0 and np.ndim(N) == 0 and np.ndim(K) == 0 and np.ndim(batch) == 0 and np.ndim(in_bytes) == 0
-            and (peak is None or np.ndim(peak) == 0) and (mamf is None or np.ndim(mamf) == 0)):
-        hit = _GEMM.get(id(hw))
-        if hit is None:
-            if len(_GEMM) >= 64:
-                _GEMM.clear()
-            hit = _GEMM[id(hw)] = (hw, {})
+    if not FAST:
+        return _gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf)
+    S = _PLAIN
+    if (type(M) in S and type(N) in S and type(K) in S and type(batch) in S and type(in_bytes) in S
+            and (peak is None or type(peak) in S) and (mamf is None or type(mamf) in S)):
+        key = (M, N, K, batch, in_bytes, peak, mamf)  # plain numbers: equal values hash alike (8 == 8.0)
+    elif (np.ndim(M) == 0 and np.ndim(N) == 0 and np.ndim(K) == 0 and np.ndim(batch) == 0 and np.ndim(in_bytes) == 0
+          and (peak is None or np.ndim(peak) == 0) and (mamf is None or np.ndim(mamf) == 0)):
         key = (float(M), float(N), float(K), float(batch), float(in_bytes),
                None if peak is None else float(peak), None if mamf is None else float(mamf))
-        t = hit[1].get(key)
-        if t is None:
-            t = _gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf)
-            if len(hit[1]) >= 1 << 16:
-                hit[1].clear()
-            hit[1][key] = t
-        return t
-    return _gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf)
+    else:
+        return _gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf)
+    hit = _GEMM.get(id(hw))
+    if hit is None:
+        if len(_GEMM) >= 64:
+            _GEMM.clear()
+        hit = _GEMM[id(hw)] = (hw, {})
+    t = hit[1].get(key)
+    if t is None:
+        t = float(_gemm_time(hw, M, N, K, batch, in_bytes=in_bytes, peak=peak, mamf=mamf))
+        if len(hit[1]) >= 1 << 16:
+            hit[1].clear()
+        hit[1][key] = t
+    return t
 
 
 def _gemm_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0, peak=None, mamf=None):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 
 
 def _rank_time(L, p, t_layer, head, k):

@@ -14,13 +14,28 @@ recomputation adds one forward of the attention core.
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .model import ModelSpec
 
 
 def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal: bool = False) -> dict[str, float]:
-    """Forward FLOPs per token of the whole model, by block (summed over layers)."""
+    """Forward FLOPs per token of the whole model, by block (summed over layers). A new dict per call;
+    the numbers are computed once per (model, sequence length, causal) (ModelSpec is frozen)."""
+    key = (id(model), float(seq_len), bool(causal))
+    hit = _PER_TOKEN.get(key)
+    if hit is None or hit[0] is not model:
+        if len(_PER_TOKEN) >= 4096:
+            _PER_TOKEN.clear()
+        hit = _PER_TOKEN[key] = (model, _forward_flops_per_token(model, seq_len, causal=causal))
+    return dict(hit[1])
+
+
+# (id(model), seq_len, causal) -> (model, flops by block); the entry keeps the model alive, so its id is
+# not reused while cached
+_PER_TOKEN: dict[tuple, tuple] = {}
+
+
+def _forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal: bool = False) -> dict[str, float]:
     h, a, g, d = model.hidden_size, model.num_attention_heads, model.num_kv_heads, model.head_dim
     L, V, s = model.num_layers, model.vocab_size, float(seq_len)
     core_scale = 0.5 if causal else 1.0

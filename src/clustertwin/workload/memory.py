@@ -31,8 +31,7 @@ layers: Megatron ``account_for_embedding/loss_in_pipeline_split``, Llama 3 §3.3
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .model import ModelSpec
 
 ACT_BYTES = 2.0
@@ -124,13 +123,13 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     split = 2.0 * qkv_out + gemm_in * a * dv + mlp_hidden  # bytes per token (x b s)
     # Korthikanti's GELU/MHA case: split = 2*3h + 2h + 16h = 24h. Check in tests.
     scores = 5.0 * a * s * b * s  # softmax 2 + dropout mask 1 + dropout output 2 (bytes)
-    keep_scores = (~flash) & (rc == 0)
+    keep_scores = np.logical_not(flash) & (rc == 0)
     repl_bytes = repl * sbh
     split_bytes = split * s * b
     per_layer = np.where(sp, (repl_bytes + split_bytes) / tp, repl_bytes + split_bytes / tp)
     per_layer = per_layer + np.where(keep_scores, scores / tp, 0.0)
     full = np.where(sp, 2.0 * sbh / tp, 2.0 * sbh)
-    return np.where(rc == 2, full, per_layer), per_layer + np.where(~flash, scores / tp, 0.0)
+    return np.where(rc == 2, full, per_layer), per_layer + np.where(np.logical_not(flash), scores / tp, 0.0)
 
 
 NVFP4_BF16_LAYER_SHARE = 0.15  # share of the decoder layers an NVFP4 recipe keeps in BF16 (see nvfp4_layers)
@@ -253,7 +252,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
     G = np.minimum(np.where(G > 0, G, p), np.maximum(m, 1.0))
     L = float(num_layers)
     stages = p * v
-    plus2 = (~np.isclose(np.mod(L, stages), 0.0)) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
+    plus2 = np.logical_not(np.isclose(np.mod(L, stages), 0.0)) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
     per_chunk = np.where(plus2, (L + 2.0) / stages, L / stages)  # layer slots per chunk (1F1B: per stage)
     total_chunks = m * v
 
@@ -273,7 +272,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
         from .pipeline import stage_layout
 
         lay_first, lay_last, lay_most = stage_layout(model, p, v)
-        general = (~np.isclose(np.mod(L, stages), 0.0)) & ~plus2 & (p > 1)
+        general = np.logical_not(np.isclose(np.mod(L, stages), 0.0)) & np.logical_not(plus2) & (p > 1)
         # per chunk: the rank's whole layers over its v chunks
         inter_first = np.where(general, k_first * lay_first / v, inter_first)
         inter_last = np.where(general, k_last * lay_last / v, inter_last)
@@ -421,7 +420,7 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         "optimizer": optim,
         "activations": acts,
         "logits": logits,
-        "runtime": np.broadcast_to(np.asarray(runtime_overhead_bytes, dtype=float), np.shape(total)).copy(),
+        "runtime": np.astype(np.broadcast_to(np.asarray(runtime_overhead_bytes, dtype=float), np.shape(total)), float),
         "total": total,
         "params_per_gpu": params,
     }

@@ -39,8 +39,7 @@ Schedules (``PIPELINE_SCHEDULES``; per-stage F = forward, B = input gradient, W 
 
 from __future__ import annotations
 
-import numpy as np
-
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .flops import forward_flops_per_token
 from .model import ModelSpec
 
@@ -50,6 +49,8 @@ SCHEDULE_CODE = {name: i for i, name in enumerate(PIPELINE_SCHEDULES)}
 
 def schedule_code(value) -> np.ndarray:
     """Schedule names or codes -> int64 codes (array)."""
+    if np.in_scalar_mode() and np.ndim(value) == 0:  # one plan: a plain int
+        return SCHEDULE_CODE[str(value)] if isinstance(value, str) else int(value)
     arr = np.asarray(value)
     if arr.dtype.kind in "US":
         return np.vectorize(lambda x: SCHEDULE_CODE[str(x)])(arr).astype(np.int64)
@@ -94,7 +95,7 @@ def _stage_layout(model: ModelSpec, pp, vpp):
     L = float(model.num_layers)
     stages = p * v
     even = np.isclose(np.mod(L, stages), 0.0)
-    plus2 = (~even) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
+    plus2 = np.logical_not(even) & np.isclose(np.mod(L + 2.0, stages), 0.0) & (p > 1)
     per = L / p
     slots = (L + 2.0) / p
     x = logit_layer_equivalents(model)

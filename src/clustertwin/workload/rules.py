@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-import numpy as np
-
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .model import ModelSpec
 
 RECOMPUTE_NAMES = ("none", "selective", "full")
@@ -82,7 +81,7 @@ MODEL_RULES: tuple[Rule, ...] = (
          lambda m, a, s, st: "interleaved schedule (vpp > 1) needs pp >= 2"),
     Rule("cp_seq", lambda m, a, s, st: s % a["cp"] == 0,
          lambda m, a, s, st: f"sequence length ({s}) is not divisible by cp ({a['cp']})"),
-    Rule("cp_even", lambda m, a, s, st: (a["cp"] == 1) | ~a["flash"] | ((s // a["cp"]) % 2 == 0),
+    Rule("cp_even", lambda m, a, s, st: (a["cp"] == 1) | np.logical_not(a["flash"]) | ((s // a["cp"]) % 2 == 0),
          lambda m, a, s, st: f"cp ({a['cp']}) needs an even local sequence (s/cp = {s // a['cp']}) for load-balanced causal chunks"),
     Rule("experts", lambda m, a, s, st: (m.num_experts % a["ep"] == 0) if m.is_moe else np.ones_like(a["ep"], dtype=bool),
          lambda m, a, s, st: f"experts ({m.num_experts}) are not divisible by ep ({a['ep']})"),
@@ -95,21 +94,21 @@ MODEL_RULES: tuple[Rule, ...] = (
     Rule("batch", lambda m, a, s, st: _batch_ok(a),
          lambda m, a, s, st: f"global batch ({a['global_batch']}) is not divisible by micro_batch*dp = "
                              f"{a['micro_batch']}*{a['dp']} = {a['micro_batch'] * a['dp']}"),
-    Rule("vpp_batch", lambda m, a, s, st: ~_batch_ok(a) | (a["vpp"] == 1) | (_micro_batches(a) % a["pp"] == 0),
+    Rule("vpp_batch", lambda m, a, s, st: np.logical_not(_batch_ok(a)) | (a["vpp"] == 1) | (_micro_batches(a) % a["pp"] == 0),
          lambda m, a, s, st: f"interleaved schedule needs micro-batches per step ({int(_micro_batches(a))}) "
                              f"divisible by pp ({a['pp']})"),
     # interleaved micro-batch group: 0 (= pp) or pp <= group <= m (smaller groups deadlock the warm-up)
     Rule("mb_group", lambda m, a, s, st: (a["mb_group"] == 0) | (a["vpp"] == 1) | (a["pp"] < 2)
-         | ((a["mb_group"] >= a["pp"]) & (~_batch_ok(a) | (a["mb_group"] <= _micro_batches(a)))),
+         | ((a["mb_group"] >= a["pp"]) & (np.logical_not(_batch_ok(a)) | (a["mb_group"] <= _micro_batches(a)))),
          _mbg_text),
-    Rule("sp", lambda m, a, s, st: ~a["sp"] | (a["tp"] > 1),
+    Rule("sp", lambda m, a, s, st: np.logical_not(a["sp"]) | (a["tp"] > 1),
          lambda m, a, s, st: "sequence parallelism needs tp > 1"),
     # zero-bubble and DualPipe schedules (workload/pipeline.py): a pipeline without virtual stages;
     # DualPipe also an even pp and an even number of at least 2*pp micro-batches (deepseek-ai/DualPipe)
     Rule("schedule", lambda m, a, s, st: (a["schedule"] == 0) | ((a["pp"] > 1) & (a["vpp"] == 1)),
          lambda m, a, s, st: f"the {_sched_name(a)} schedule needs pp >= 2 and vpp 1 (got pp {a['pp']}, "
                              f"vpp {a['vpp']})"),
-    Rule("dualpipe", lambda m, a, s, st: (a["schedule"] != 2) | ~_batch_ok(a) | (
+    Rule("dualpipe", lambda m, a, s, st: (a["schedule"] != 2) | np.logical_not(_batch_ok(a)) | (
         (a["pp"] % 2 == 0) & (_micro_batches(a) % 2 == 0) & (_micro_batches(a) >= 2 * a["pp"])),
          lambda m, a, s, st: f"DualPipe needs an even pp and an even number of micro-batches, at least 2*pp "
                              f"(pp {a['pp']}, {int(_micro_batches(a))} micro-batches)"),
@@ -155,7 +154,7 @@ def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out["uneven"] = np.asarray(a.get("uneven", False), dtype=bool)
     out["mb_group"] = np.asarray(a.get("mb_group", 0))
     sched = a.get("schedule", 0)
-    if isinstance(sched, str) or np.asarray(sched).dtype.kind in "US":
+    if isinstance(sched, str) or (not isinstance(sched, int | float) and np.asarray(sched).dtype.kind in "US"):
         from .pipeline import schedule_code
 
         sched = schedule_code(sched)
@@ -169,7 +168,7 @@ def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
 def plan_mask(model: ModelSpec, plans: Mapping[str, Any], seq_len: int, stack: Any = None) -> np.ndarray:
     """True where the plan can run ``model`` (and, with ``stack``, where that stack offers it)."""
     a = _arrays(plans)
-    ok = np.ones(a["tp"].shape, dtype=bool)
+    ok = np.ones(np.shape(a["tp"]), dtype=bool)
     for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):
         ok &= np.asarray(r.ok(model, a, int(seq_len), stack), dtype=bool)
     return ok
@@ -187,7 +186,7 @@ def stack_problems(stack: Any, *, zero: Any = (), recompute: Any = (), cp: Any =
         for v in values:
             a = _arrays({key: v})
             if not bool(np.asarray(rule.ok(no_model, a, 0, stack))):
-                out.append(rule.why(no_model, {k: x.item() for k, x in a.items()}, 0, stack))
+                out.append(rule.why(no_model, {k: np.item(x) for k, x in a.items()}, 0, stack))
     return out
 
 
@@ -198,11 +197,14 @@ def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
                  "zero": plan.zero_effective, "recompute": plan.recompute_code, "uneven": plan.uneven_pipeline,
                  "mb_group": plan.microbatch_group, "sp": plan.sequence_parallel, "flash": plan.flash_attention,
                  "schedule": plan.pipeline_schedule})
-    scal = {k: v.item() for k, v in a.items()}
+    scal = None
+    s = int(plan.seq_len)
     out = []
     for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):
-        if not bool(np.asarray(r.ok(model, a, int(plan.seq_len), stack))):
-            out.append(r.why(model, scal, int(plan.seq_len), stack))
+        if not bool(np.asarray(r.ok(model, a, s, stack))):
+            if scal is None:
+                scal = {k: np.item(v) for k, v in a.items()}
+            out.append(r.why(model, scal, s, stack))
     return out
 
 

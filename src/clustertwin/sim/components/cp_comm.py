@@ -9,8 +9,7 @@ Interface: ``cp_comm(st) -> (fwd_s, bwd_s, overlappable)`` (``overlappable`` 1.0
 
 from __future__ import annotations
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ...placement import ranks_per_domain
 from ..comm import ALL_GATHER, REDUCE_SCATTER, SEND_RECV, collective_time
 from .attention import kv_elems_per_token

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ...placement import ranks_per_domain
 from ...workload.memory import stage_params
 from ..comm import ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, collective_time

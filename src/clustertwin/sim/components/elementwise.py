@@ -10,8 +10,7 @@ unfused attention softmax and the MoE permutation kernels are added by the compo
 
 from __future__ import annotations
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..kernels import mem_time
 from .fp8 import quant_time
 from .stage import Stage

@@ -23,8 +23,7 @@ exposes it whole).
 
 from __future__ import annotations
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ...placement import ranks_per_domain
 from ..comm import ALL_TO_ALL, collective_time
 from .stage import Stage

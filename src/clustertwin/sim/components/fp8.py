@@ -33,8 +33,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..kernels import mem_time
 
 

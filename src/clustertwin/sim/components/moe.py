@@ -52,8 +52,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..kernels import gemm_time, gemm_train_time, mem_time
 from .stage import Stage
 

@@ -8,8 +8,7 @@ parameter counts and group sizes); plus ``step_overhead(st)``, the fixed per-ste
 
 from __future__ import annotations
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..kernels import mem_time
 from .dp_comm import DPComm
 from .stage import Stage

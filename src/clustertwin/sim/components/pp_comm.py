@@ -9,8 +9,7 @@ Interface: ``pp_p2p(st) -> (time_s, bytes)`` of one transfer; how many are expos
 
 from __future__ import annotations
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ...placement import ranks_per_domain
 from ..comm import SEND_RECV, collective_time
 from .stage import Stage

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
+from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ...workload.model import ModelSpec
 from ..machine import Hardware
 
@@ -71,17 +70,17 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
     """Broadcast the plan degrees together and derive the token counts (see module docstring)."""
     tp, pp, dp, cp, ep, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
         *(np.asarray(x) for x in (tp, pp, dp, cp, ep, micro_batch, recompute, zero, global_batch, sp, etp)))
-    t = tp.astype(float)
-    c = cp.astype(float)
-    d = dp.astype(float)
-    b = mb.astype(float)
-    spb = sp.astype(bool) & (t > 1)
+    t = np.astype(tp, float)
+    c = np.astype(cp, float)
+    d = np.astype(dp, float)
+    b = np.astype(mb, float)
+    spb = np.astype(sp, bool) & (t > 1)
     s = float(seq_len)
     tok = b * s / c
     dtype = hw.dtype
     return Stage(
-        model=model, hw=hw, t=t, p=pp.astype(float), d=d, c=c, e=ep.astype(float), etp=etp.astype(float), b=b,
-        rc=rc, zero=zero, sp=spb, s=s, tok=tok, tok_sp=np.where(spb, tok / t, tok), m=gb.astype(float) / (d * b),
+        model=model, hw=hw, t=t, p=np.astype(pp, float), d=d, c=c, e=np.astype(ep, float), etp=np.astype(etp, float), b=b,
+        rc=rc, zero=zero, sp=spb, s=s, tok=tok, tok_sp=np.where(spb, tok / t, tok), m=np.astype(gb, float) / (d * b),
         in_bytes=1.0 if dtype in FP8_DTYPES else (0.5 if dtype in FP4_DTYPES else 2.0),
         fp8=dtype in FP8_DTYPES or dtype in FP4_DTYPES,
         frac_moe=model.num_moe_layers / model.num_layers if model.is_moe else 0.0,

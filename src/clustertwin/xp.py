@@ -1,0 +1,256 @@
+"""The array namespace of the step model: numpy, or plain Python numbers for one plan.
+
+The step model (``sim/analytical.py``, ``sim/costs.py``, ``sim/components/*``, ``sim/kernels.py``,
+``sim/pp_layout.py``, ``workload/memory.py``, ``workload/pipeline.py``, ``workload/rules.py``,
+``placement.py``) is written once, vectorised over plans, and imports this module as ``np``. Every
+function here is numpy's: outside ``scalar_mode()`` it calls numpy with the same arguments. Inside
+``scalar_mode()`` (``sim.analytical.estimate``, one plan) a call whose arguments are all plain numbers
+(``float``, ``int``, ``bool`` or numpy scalars) is answered by the same operation on Python numbers
+(``math``, comparisons), which costs ~50 ns where a numpy call on 0-d values costs ~1 us: the same
+formulas, the same IEEE-754 double arithmetic (only + - * /, comparisons, floor/ceil/round and
+``%`` are used, all exact or correctly rounded in both), so the same numbers
+(``tests/sim/test_fast_paths.py`` checks that for random plans). Anything else (an array argument, a
+name this module does not define) goes to numpy.
+
+Differences from numpy a caller in scalar mode must handle: a division by zero or an overflow raises
+(``ZeroDivisionError``, ``OverflowError``) instead of giving inf/nan with a warning, and results are
+Python numbers (no ``.shape``, ``.astype``; use ``np.shape``, ``np.astype``, ``np.item``). ``estimate``
+reruns such a plan through numpy. Python's ``~`` on a bool is not a logical not (``~True == -2``): the
+step model uses ``np.logical_not``.
+
+The mode is a ``contextvars.ContextVar``: per thread (web jobs) and per asyncio task.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import numpy as _np
+
+_SCALAR: ContextVar[bool] = ContextVar("clustertwin_scalar_mode", default=False)
+_get = _SCALAR.get
+_S = (float, int, bool, _np.float64, _np.int64, _np.bool_)  # plain numbers (type(x) in _S)
+
+ndarray = _np.ndarray
+inf = _np.inf
+nan = _np.nan
+int64 = _np.int64
+float64 = _np.float64
+bool_ = _np.bool_
+
+
+def __getattr__(name: str):  # everything not defined here is numpy's
+    return getattr(_np, name)
+
+
+@contextmanager
+def scalar_mode():
+    """Answer calls on plain numbers with plain numbers (see the module docstring)."""
+    token = _SCALAR.set(True)
+    try:
+        yield
+    finally:
+        _SCALAR.reset(token)
+
+
+def in_scalar_mode() -> bool:
+    return _get()
+
+
+def _cast(x, dtype):
+    if dtype is None:
+        return x
+    if dtype is float or dtype is _np.float64:
+        return float(x)
+    if dtype is int or dtype is _np.int64:
+        return int(x)
+    if dtype is bool or dtype is _np.bool_:
+        return bool(x)
+    raise TypeError  # another dtype: numpy
+
+
+def asarray(x, dtype=None):
+    if type(x) in _S and _get():
+        if dtype is None:
+            return x
+        if dtype is float:
+            return float(x)
+        try:
+            return _cast(x, dtype)
+        except TypeError:
+            pass
+    return _np.asarray(x, dtype=dtype)
+
+
+def astype(x, dtype):
+    """``np.asarray(x).astype(dtype)`` (a copy), or the plain number converted."""
+    if type(x) in _S and _get():
+        try:
+            return _cast(x, dtype)
+        except TypeError:
+            pass
+    return _np.asarray(x).astype(dtype)
+
+
+def item(x):
+    """The Python number of a 0-d array or numpy scalar (``x.item()``); a plain number as it is."""
+    if type(x) in (float, int, bool):
+        return x
+    return _np.asarray(x).item()
+
+
+def where(c, a, b):
+    if type(c) in _S and type(a) in _S and type(b) in _S and _get():
+        return a if c else b
+    return _np.where(c, a, b)
+
+
+def maximum(a, b):
+    if type(a) in _S and type(b) in _S and _get():
+        if a >= b:
+            return a
+        if b > a:
+            return b
+        return a if a != a else b  # a NaN wins, as in numpy
+    return _np.maximum(a, b)
+
+
+def minimum(a, b):
+    if type(a) in _S and type(b) in _S and _get():
+        if a <= b:
+            return a
+        if b < a:
+            return b
+        return a if a != a else b
+    return _np.minimum(a, b)
+
+
+def clip(x, lo, hi):
+    if type(x) in _S and type(lo) in _S and type(hi) in _S and _get():
+        return minimum(maximum(x, lo), hi)
+    return _np.clip(x, lo, hi)
+
+
+def logical_not(x):
+    if type(x) in _S and _get():
+        return not x
+    return _np.logical_not(x)
+
+
+def ceil(x):
+    if type(x) in _S and _get():
+        return float(math.ceil(x))  # inf/nan raise: the caller reruns with numpy
+    return _np.ceil(x)
+
+
+def floor(x):
+    if type(x) in _S and _get():
+        return float(math.floor(x))
+    return _np.floor(x)
+
+
+def round(x):  # noqa: A001  (numpy's name)
+    if type(x) in _S and _get():
+        return float(builtins.round(x))  # half to even, as numpy
+    return _np.round(x)
+
+
+def mod(a, b):
+    if type(a) in _S and type(b) in _S and _get():
+        return a % b
+    return _np.mod(a, b)
+
+
+def floor_divide(a, b):
+    if type(a) in _S and type(b) in _S and _get():
+        return a // b
+    return _np.floor_divide(a, b)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08):
+    if type(a) in _S and type(b) in _S and _get() and math.isfinite(a) and math.isfinite(b):
+        return abs(a - b) <= atol + rtol * abs(b)  # numpy's (asymmetric) test
+    return _np.isclose(a, b, rtol=rtol, atol=atol)
+
+
+def isfinite(x):
+    if type(x) in _S and _get():
+        return math.isfinite(x)
+    return _np.isfinite(x)
+
+
+def isin(x, values):
+    if type(x) in _S and _get():
+        return x in (values.tolist() if isinstance(values, _np.ndarray) else list(values))
+    return _np.isin(x, values)
+
+
+def ndim(x) -> int:
+    if type(x) in _S:
+        return 0
+    return _np.ndim(x)
+
+
+def shape(x) -> tuple:
+    if type(x) in _S:
+        return ()
+    return _np.shape(x)
+
+
+def _all_plain(xs) -> bool:
+    for x in xs:
+        if type(x) not in _S:
+            return False
+    return True
+
+
+def broadcast_shape(*xs) -> tuple:
+    """Shape the arguments broadcast to (``np.broadcast(*xs).shape``)."""
+    if _get() and _all_plain(xs):
+        return ()
+    return _np.broadcast(*xs).shape
+
+
+def broadcast_to(x, shape):
+    if shape == () and type(x) in _S and _get():
+        return x
+    return _np.broadcast_to(x, shape)
+
+
+def broadcast_arrays(*xs):
+    if _get() and _all_plain(xs):
+        return list(xs)
+    return _np.broadcast_arrays(*xs)
+
+
+def zeros_like(x, dtype=None):
+    if type(x) in _S and _get():
+        return _cast(0, dtype) if dtype is not None else type(x)(0)
+    return _np.zeros_like(x, dtype=dtype)
+
+
+def ones_like(x, dtype=None):
+    if type(x) in _S and _get():
+        return _cast(1, dtype) if dtype is not None else type(x)(1)
+    return _np.ones_like(x, dtype=dtype)
+
+
+def full_like(x, value):
+    if type(x) in _S and type(value) in _S and _get():
+        return type(x)(value)
+    return _np.full_like(x, value)
+
+
+def zeros(shape, dtype=float):
+    if shape == () and _get():
+        return _cast(0, dtype)
+    return _np.zeros(shape, dtype=dtype)
+
+
+def ones(shape, dtype=float):
+    if shape == () and _get():
+        return _cast(1, dtype)
+    return _np.ones(shape, dtype=dtype)
