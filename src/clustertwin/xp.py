@@ -130,7 +130,8 @@ def minimum(a, b):
 
 def clip(x, lo, hi):
     if type(x) in _S and type(lo) in _S and type(hi) in _S and _get():
-        return minimum(maximum(x, lo), hi)
+        v = x if x >= lo else (lo if lo > x else (x if x != x else lo))  # maximum(x, lo)
+        return v if v <= hi else (hi if hi < v else (v if v != v else hi))  # minimum(v, hi)
     return _np.clip(x, lo, hi)
 
 
@@ -184,7 +185,7 @@ def isfinite(x):
 
 def isin(x, values):
     if type(x) in _S and _get():
-        return x in (values.tolist() if isinstance(values, _np.ndarray) else list(values))
+        return x in (values.tolist() if isinstance(values, _np.ndarray) else values)
     return _np.isin(x, values)
 
 

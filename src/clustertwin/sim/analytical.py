@@ -260,9 +260,9 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
     if "fsdp" in plans:
         a["zero"] = np.where(np.astype(np.asarray(plans["fsdp"]), bool), 3, a["zero"])
-    keys = list(a)
-    bcast = np.broadcast_arrays(*(a[k] for k in keys))
-    a = dict(zip(keys, bcast, strict=True))
+    if not (np.in_scalar_mode() and np.broadcast_shape(*a.values()) == ()):  # one plan: nothing to broadcast
+        keys = list(a)
+        a = dict(zip(keys, np.broadcast_arrays(*(a[k] for k in keys)), strict=True))
 
     hw = hardware or make_hardware(system, fabric, dtype, catalog)
     from ..workload.stacks import resolve_stack
@@ -370,6 +370,36 @@ def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
     return f"fused attention (FlashAttention) at {hw.eff.attention_efficiency:.2f} of BF16 peak"
 
 
+def _assumptions(model: ModelSpec, system: SystemSpec, hw: Hardware, plan: ParallelPlan, catalog: Any) -> list[str]:
+    """The printed assumptions of an estimate (a new list). They depend on the machine, the model and the
+    plan's precision / attention / overlap / stack, not on its layout, so the text is built once per
+    such combination (``make_hardware`` gives one ``hw`` per machine)."""
+    key = (id(hw), id(model), id(catalog), plan.dtype, plan.flash_attention, plan.overlap, plan.stack)
+    hit = _ASSUMPTIONS.get(key)
+    if hit is None or hit[0] is not hw or hit[1] is not model or hit[2] is not catalog:
+        lines = [
+            "MFU/HFU count attention without causal halving (Narayanan/PaLM convention) against the dense "
+            f"{plan.dtype} peak {hw.peak / 1e12:.0f} TFLOP/s",
+            f"GEMM ceiling = MAMF {hw.mamf:.3f} of peak x tile/wave/K efficiency ({hw.eff.num_sms} SMs)",
+            _attention_assumption(hw, plan.stack, catalog) if plan.flash_attention
+            else "unfused attention (batched GEMMs + softmax kernels)",
+            "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
+            bandwidth_assumption(hw),
+        ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()] + moe_assumptions(model, hw)
+        flag = uncalibrated_note(system.accelerator.id)
+        if flag:
+            lines.insert(0, flag)
+        if len(_ASSUMPTIONS) >= 1024:
+            _ASSUMPTIONS.clear()
+        hit = _ASSUMPTIONS[key] = (hw, model, catalog, tuple(lines))
+    return list(hit[3])
+
+
+# (id(hw), id(model), id(catalog), dtype, flash, overlap, stack) -> (hw, model, catalog, lines); the entry
+# keeps the objects alive, so their ids are not reused while cached
+_ASSUMPTIONS: dict[tuple, tuple] = {}
+
+
 # One plan through the step model on plain Python numbers (``clustertwin.xp.scalar_mode``): the same
 # formulas as a batch, ~10x fewer microseconds than numpy on 0-d arrays. False: through numpy (the
 # reference tests/sim/test_fast_paths.py compares it with). A plan whose arithmetic divides by zero or
@@ -420,18 +450,7 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
     step = f["step_time_s"]
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}
     mem = {k: f[f"memory_{k}_gb"] for k in MEMORY}
-    assumptions = [
-        "MFU/HFU count attention without causal halving (Narayanan/PaLM convention) against the dense "
-        f"{plan.dtype} peak {hw.peak / 1e12:.0f} TFLOP/s",
-        f"GEMM ceiling = MAMF {hw.mamf:.3f} of peak x tile/wave/K efficiency ({hw.eff.num_sms} SMs)",
-        _attention_assumption(hw, plan.stack, catalog) if plan.flash_attention
-        else "unfused attention (batched GEMMs + softmax kernels)",
-        "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
-        bandwidth_assumption(hw),
-    ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()] + moe_assumptions(model, hw)
-    flag = uncalibrated_note(system.accelerator.id)
-    if flag:
-        assumptions.insert(0, flag)
+    assumptions = _assumptions(model, system, hw, plan, catalog)
     flops_tok = forward_flops_per_token(model, plan.seq_len)
     details = {"forward_flops_per_token": float(sum(flops_tok.values())),
                "num_micro_batches": f["num_micro_batches"], "dp_comm_raw_s": f["dp_comm_raw_s"],

@@ -45,9 +45,23 @@ _MACHINES_MAX = 64
 _TABLES: dict[tuple[int, int, int], tuple[object, object, object, dict]] = {}
 _BANDWIDTHS = ("achieved_bandwidths",)  # a key no collective uses
 _PLAIN = xp._S
+# id(hw) -> (hw, its machine's table): one lookup per collective (several Hardware objects, one per
+# dtype / network, share their machine's table); the entry keeps hw alive, so its id is not reused
+_BY_HW: dict[int, tuple[Hardware, dict]] = {}
 
 
 def _table(hw: Hardware) -> dict:
+    hit = _BY_HW.get(id(hw))
+    if hit is not None and hit[0] is hw:
+        return hit[1]
+    table = _machine_table(hw)
+    if len(_BY_HW) >= _MACHINES_MAX:
+        _BY_HW.clear()
+    _BY_HW[id(hw)] = (hw, table)
+    return table
+
+
+def _machine_table(hw: Hardware) -> dict:
     key = (id(hw.system), id(hw.scaleout), id(hw.catalog))
     hit = _TABLES.get(key)
     if hit is None:
@@ -60,6 +74,7 @@ def _table(hw: Hardware) -> dict:
 def clear_tables() -> None:
     """Forget every priced collective (benchmarks use it to time cold calls)."""
     _TABLES.clear()
+    _BY_HW.clear()
 
 
 def _nccl(op: str, size, n, r, hw: Hardware):

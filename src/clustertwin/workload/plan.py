@@ -78,10 +78,13 @@ class ParallelPlan:
 
     def to_dict(self) -> dict[str, Any]:
         # every field is a scalar, so a shallow copy equals ``dataclasses.asdict`` (without its deep copy)
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _PLAN_FIELDS}
 
     def with_(self, **kw: Any) -> ParallelPlan:
         return replace(self, **kw)
+
+
+_PLAN_FIELDS = tuple(f.name for f in fields(ParallelPlan))
 
 
 def make_plan(

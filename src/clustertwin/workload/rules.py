@@ -122,7 +122,7 @@ def _sched_name(a) -> str:
 
 
 def _in(values, allowed) -> np.ndarray:
-    return np.isin(values, np.asarray(list(allowed)))
+    return np.isin(values, list(allowed))
 
 
 STACK_RULES: tuple[Rule, ...] = (
@@ -161,6 +161,8 @@ def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out["schedule"] = np.asarray(sched)
     out["sp"] = np.asarray(a.get("sp", False), dtype=bool)
     out["flash"] = np.asarray(a.get("flash", True), dtype=bool)
+    if np.in_scalar_mode() and np.broadcast_shape(*out.values()) == ():  # one plan: nothing to broadcast
+        return out
     keys = list(out)
     return dict(zip(keys, np.broadcast_arrays(*(out[k] for k in keys)), strict=True))
 
@@ -201,7 +203,8 @@ def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
     s = int(plan.seq_len)
     out = []
     for r in MODEL_RULES + (STACK_RULES if stack is not None else ()):
-        if not bool(np.asarray(r.ok(model, a, s, stack))):
+        ok = r.ok(model, a, s, stack)
+        if not (ok if type(ok) is bool else bool(np.asarray(ok))):
             if scal is None:
                 scal = {k: np.item(v) for k, v in a.items()}
             out.append(r.why(model, scal, s, stack))

@@ -68,8 +68,10 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
                  global_batch, seq_len, sp=True, etp=1, flash: bool = True, grad_reduce_bytes: float = 2.0,
                  cp_comm: str = "p2p", stack=None, vpp=1, schedule=0) -> Stage:
     """Broadcast the plan degrees together and derive the token counts (see module docstring)."""
-    tp, pp, dp, cp, ep, mb, rc, zero, gb, sp, etp = np.broadcast_arrays(
-        *(np.asarray(x) for x in (tp, pp, dp, cp, ep, micro_batch, recompute, zero, global_batch, sp, etp)))
+    degrees = (tp, pp, dp, cp, ep, micro_batch, recompute, zero, global_batch, sp, etp)
+    if not (np.in_scalar_mode() and np.broadcast_shape(*degrees) == ()):  # one plan: nothing to broadcast
+        degrees = np.broadcast_arrays(*(np.asarray(x) for x in degrees))
+    tp, pp, dp, cp, ep, mb, rc, zero, gb, sp, etp = degrees
     t = np.astype(tp, float)
     c = np.astype(cp, float)
     d = np.astype(dp, float)
