@@ -24,6 +24,8 @@ bytes, FLOPs. Formulas and sources: docs/modelling.md and MODELLING.md.
 
 from __future__ import annotations
 
+from typing import cast
+
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 
 # share of the linear layers an NVFP4 training recipe keeps in BF16 (arXiv:2509.25149 Sec. 4: ~15 %); one
@@ -153,7 +155,7 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     }
     shape = np.broadcast_shape(*out.values())
     if not shape:  # one plan (``estimate``): nothing to broadcast
-        if np.in_scalar_mode():
-            return {k: float(v) for k, v in out.items()}
+        if np.in_scalar_mode():  # plain numbers (clustertwin/xp.py)
+            return cast(dict[str, np.ndarray], {k: float(v) for k, v in out.items()})
         return {k: np.asarray(v, dtype=float) for k, v in out.items()}
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}

@@ -39,6 +39,8 @@ Schedules (``PIPELINE_SCHEDULES``; per-stage F = forward, B = input gradient, W 
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .flops import forward_flops_per_token
 from .model import ModelSpec
@@ -47,8 +49,8 @@ PIPELINE_SCHEDULES = ("1f1b", "zb-h1", "dualpipe")
 SCHEDULE_CODE = {name: i for i, name in enumerate(PIPELINE_SCHEDULES)}
 
 
-def schedule_code(value) -> np.ndarray:
-    """Schedule names or codes -> int64 codes (array)."""
+def schedule_code(value) -> Any:
+    """Schedule names or codes -> int64 codes (array; a plain int for one plan in ``xp.scalar_mode``)."""
     if np.in_scalar_mode() and np.ndim(value) == 0:  # one plan: a plain int
         return SCHEDULE_CODE[str(value)] if isinstance(value, str) else int(value)
     arr = np.asarray(value)
