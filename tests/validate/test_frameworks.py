@@ -162,3 +162,23 @@ def test_cross_validation_linear_moe_stall(validation_dir):
         assert all(s["moe_host_layer_us"] > 0 for s in t.slope.values())
         # the slope reproduces a direct prediction at the shipped value
         assert cross_validate([r], "id").in_sample_mape_pct == pytest.approx(validate_rows([r]).mape_pct, rel=1e-6)
+
+
+@pytest.mark.parametrize(("framework", "version", "stack"), [
+    # Megatron-LM from 2023 (and its release tags, which name no date) runs on Megatron-Core
+    ("megatron-lm", "2023", "megatron-core"), ("megatron-lm", "core_r0.9.0", "megatron-core"),
+    ("megatron-lm", "2022-11", "megatron-lm-2022"), ("megatron-deepspeed", "2022", "megatron-lm-2022"),
+    # DeepSpeed after the SC'21 comparison: FlashAttention models, overlapped prefetching ZeRO-3
+    ("deepspeed", "0.14.2", "deepspeed"), ("deepspeed", "2023", "deepspeed"),
+    ("megatron-bridge", "25.09", "megatron-bridge"), ("torchtitan", "2024.12", "torchtitan-2024"),
+])
+def test_framework_versions_compare_as_dates(framework, version, stack):
+    assert stack_for_framework(framework, version).stack.id == stack
+
+
+def test_version_dates():
+    from clustertwin.workload.stacks import _version_key
+
+    assert _version_key("2024-12 (9dec370)") == pytest.approx(2024.12)
+    assert _version_key("26.06") == pytest.approx(2026.06)  # NGC container yy.mm
+    assert _version_key("r0.8.0") is None and _version_key("0.14.2") is None and _version_key("") is None

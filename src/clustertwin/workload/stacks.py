@@ -42,7 +42,7 @@ class SoftwareStack:
     # Sharded data parallelism (ZeRO-3 / FSDP) as the framework implements it (docs/modelling.md "Sharded
     # data parallelism"): which implementation, how many layers' parameter all-gathers are issued ahead of
     # the compute that needs them, and whether the gathers run on their own stream beside the compute.
-    fsdp_impl: str = "megatron-fsdp"  # megatron-fsdp | fsdp1 | fsdp2 | zero3-2021
+    fsdp_impl: str = "megatron-fsdp"  # megatron-fsdp | fsdp1 | fsdp2 | zero3-2021 | zero3 (DeepSpeed 2022+)
     fsdp_prefetch: int = 1  # layers of parameter all-gather in flight ahead of compute
     # share of min(sharded-DP communication, compute) of a micro-batch that hides behind the compute
     # (1 = a separate stream with prefetch hides all of it but the first unit; see docs/modelling.md)
@@ -187,6 +187,20 @@ register_stack(
     ))
 register_stack(
     SoftwareStack(
+        id="deepspeed",
+        description="DeepSpeed ZeRO (2022+): FlashAttention models, gradient reduce-scatter in the model dtype, "
+                    "ZeRO-3 parameters all-gathered per submodule on a separate stream with prefetch "
+                    "(overlap_comm), again for the recompute forward",
+        source="DeepSpeed configuration docs (zero_optimization: overlap_comm, stage3_prefetch_bucket_size, "
+               "stage3_max_live_parameters; communication_data_type default = the model dtype); Rajbhandari et "
+               "al. ZeRO-Infinity arXiv:2104.07857 Sec. 6-7 (per-layer gather before use, prefetch). "
+               "fsdp_overlap keeps its unfitted prior 1 (no validation row of this stack)",
+        flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
+        recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
+        fsdp_impl="zero3", fsdp_prefetch=1,
+    ))
+register_stack(
+    SoftwareStack(
         id="llm-foundry",
         description="MosaicML llm-foundry (Composer + PyTorch FSDP1, FULL_SHARD or SHARD_GRAD_OP): FlashAttention "
                     "MPT blocks, forward/backward prefetch of one FSDP unit (one transformer block), no tensor, "
@@ -311,10 +325,23 @@ class FrameworkStack:
 
 
 def _version_key(text: str) -> float | None:
+    """The release date a version string names, as year + month/100, or None when it names no date.
+
+    Dates: a leading year ("2021", "2024-12 (9dec370)", "2025.06") or an NGC container tag yy.mm ("23.08",
+    "26.06": NVIDIA's containers are named by year and month). Semantic release numbers ("r0.8.0", "v0.4",
+    "core_r0.9.0", "0.13") name no date, so no `before:` rule (all are dates) applies to them and the
+    framework's default preset is used."""
     import re
 
-    m = re.search(r"(\d+(?:\.\d+)?)", text or "")
-    return float(m.group(1)) if m else None
+    t = (text or "").strip()
+    m = re.match(r"\D*((?:19|20)\d\d)(?:[-./](\d{1,2}))?", t)
+    if m:
+        month = int(m.group(2)) if m.group(2) and 1 <= int(m.group(2)) <= 12 else 0
+        return int(m.group(1)) + month / 100.0
+    m = re.fullmatch(r"\D*(\d\d)\.(\d\d)(?:\.\d+)*\D*", t)
+    if m and 17 <= int(m.group(1)) <= 60 and 1 <= int(m.group(2)) <= 12:
+        return 2000 + int(m.group(1)) + int(m.group(2)) / 100.0
+    return None
 
 
 @lru_cache(maxsize=1)

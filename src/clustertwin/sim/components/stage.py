@@ -15,7 +15,7 @@ of the step dtype; ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the s
 from its preset (workload/stacks.py): ``attn_speed`` (fused-attention kernel rate relative to the chip's
 FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAttention or TE's cuDNN), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
 sharded-DP implementation: ``fsdp_recompute_gather`` (the recompute forward gathers the parameters again,
-DeepSpeed ZeRO-3) and ``fsdp_flat`` (gather rings cross the network on every hop).
+DeepSpeed ZeRO-3, any version) and ``fsdp_flat`` (gather rings cross the network on every hop).
 """
 
 from __future__ import annotations
@@ -97,4 +97,4 @@ def _stack_fields(stack) -> dict:
     return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
             "sel_half": stack.selective_recompute == "half-forward",
             "fp8_weight_cache": bool(stack.fp8_weight_cache),
-            "fsdp_recompute_gather": stack.fsdp_impl == "zero3-2021", "fsdp_flat": bool(stack.fsdp_flat_ring)}
+            "fsdp_recompute_gather": stack.fsdp_impl in ("zero3-2021", "zero3"), "fsdp_flat": bool(stack.fsdp_flat_ring)}
