@@ -177,14 +177,17 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     win_fb = win_b + win_f
     rs_mb = np.where(ov, np.maximum(np.minimum(bucket, rs), rs - win_fb) + sigma * np.minimum(rs, win_fb), rs)
     dp_exposed = dp_exposed + np.where(z == 2, (m - 1.0) * rs_mb, 0.0)
-    # FSDP: per micro-batch gathers + reduce-scatter behind that micro-batch's compute
+    # FSDP: per micro-batch gathers + reduce-scatter, each pass behind that pass's compute: the forward's
+    # parameter gathers behind the forward, the backward's gathers (+ the recompute re-gather) and gradient
+    # reduce-scatters behind the backward and recompute (as the event engine schedules them per layer)
     fsdp_comm = c["fsdp_mb_s"]
-    compute_mb = Lps * (gemm_layer + attn_layer + mem_layer + rec_layer)
+    comm_f = c["fsdp_ag_s"]
+    comm_b = np.maximum(fsdp_comm - comm_f, 0.0)
     first_unit = fsdp_comm / np.maximum(Lps, 1.0)
     # the share of min(comm, compute) the implementation hides (stack fsdp_overlap; 1 = separate stream
     # with prefetch: all but the first unit); the hidden part slows the concurrent compute by sigma
     share = float(o.stack.fsdp_overlap) if o.stack is not None else 1.0
-    hidden = share * np.minimum(fsdp_comm, compute_mb)
+    hidden = share * (np.minimum(comm_f, win_f) + np.minimum(comm_b, win_b))
     fsdp_exposed = np.where(z >= 3, m * (np.maximum(first_unit, fsdp_comm - hidden) + sigma * hidden), 0.0)
 
     optimizer = c["optimizer_s"]

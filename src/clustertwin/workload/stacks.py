@@ -183,7 +183,7 @@ register_stack(
         # quarters: the parameter traffic per GPU (3 gathers + 1 reduce-scatter of all fp16 weights,
         # independent of the GPU count) moves at ~one HDR NIC per GPU (4 x 350 GB / 66.8 s = 21 GB/s),
         # i.e. rings whose hops all cross the network. fsdp_overlap is FITTED (efficiency.yaml `fitted`).
-        fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=0.7, fsdp_flat_ring=True,
+        fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=0.6, fsdp_flat_ring=True,
     ))
 register_stack(
     SoftwareStack(

@@ -299,12 +299,14 @@ def _label(lw: LayerWork, a: int, b: int) -> str:
 def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage, ag_map, zero3, cache) -> int:
     front: tuple[int, ...] = tuple(deps)
     hist = [front, front]
+    exposed: tuple[int, ...] = ()  # the previous layer's exposed gather part (holds the compute stream)
     for li, lj, lw in _units(chunk, not zero3 and ag_map is None, cache):
         nm = f"{tag}F mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
-            prefetch = hist[-2]  # gather layer l while layer l-1 computes (prefetch one ahead)
+            prefetch = hist[-2] + exposed  # gather layer l while layer l-1 computes (prefetch one ahead)
             front = _fsdp_gather(g, ss, opts, front, prefetch, lw.dp_param, f"{tag}AG-fwd mb{mb} c{c} L{li}",
                                  lw.fwd)
+            exposed = front[:-1] if opts.fsdp_exposed_share > 0 else ()
         elif ag_map is not None and (c, li) in ag_map:
             front = (*front, ag_map[(c, li)])
         cat = "logits" if lw.name == "logits" else "forward"
@@ -316,7 +318,10 @@ def _forward(g, ss, chunk: tuple[LayerWork, ...], opts, deps, tag, mb, c, stage,
 def _fsdp_gather(g, ss, opts, front, prefetch, dur, name, compute, extra=0.0):
     """A ZeRO-3 / FSDP parameter gather (+ ``extra``: the layer's gradient reduce-scatter) issued one layer
     ahead on the DP stream. As in the closed form, the implementation hides h = (1 - fsdp_exposed_share) x
-    min(communication, the layer's compute); the rest holds the compute stream before the layer."""
+    min(communication, the layer's compute); the rest holds the compute stream before the layer. The hidden
+    part of layer l's gather starts after layer l-1's exposed part (``prefetch`` includes it): both are the
+    same collective on the same link, so the hidden part runs beside layer l-1's compute, not beside its
+    exposed communication. Returns the front: the exposed op(s), then the hidden gather last."""
     x = float(opts.fsdp_exposed_share)
     if x <= 0:
         return (*front, g.add(name, ss.dp_param, dur, "dp-param", opts.dp_link, prefetch))
@@ -380,16 +385,18 @@ def _backward(g, ss, chunk, opts, deps, tag, mb, c, vs, split_w, bgrad_ops, redu
               cache) -> int:
     front: tuple[int, ...] = tuple(deps)
     hist = [front, front]
+    exposed: tuple[int, ...] = ()
     acc = 0.0
     pending: list[int] = []
     for li, lj, lw in reversed(_units(chunk, not zero3 and not reduce_now, cache)):
         nm = f"{tag}B mb{mb} c{c} {_label(lw, li, lj)}"
         if zero3 and lw.dp_param > 0:
-            prefetch = hist[-2]
+            prefetch = hist[-2] + exposed
             dur = lw.dp_param if lw.dp_param_bwd is None else lw.dp_param_bwd
             # the unhidden share of this layer's gradient reduce-scatter waits with its gather
             front = _fsdp_gather(g, ss, opts, front, prefetch, dur, f"{tag}AG-bwd mb{mb} c{c} L{li}",
                                  lw.bwd + lw.recompute, extra=lw.dp_grad if opts.fsdp_exposed_share > 0 else 0.0)
+            exposed = front[:-1] if opts.fsdp_exposed_share > 0 else ()
         if lw.recompute > 0 or lw.tp_recompute > 0:
             if lw.tp_recompute > 0:
                 front = _seq_or_overlap(g, ss.compute, ss.tp, front, lw.recompute, lw.tp_recompute,
