@@ -96,7 +96,9 @@ class SoftwareStack:
                 "fsdp_flat_ring": self.fsdp_flat_ring, "attention_kernel_speed": self.attention_kernel_speed,
                 "attention_backend": self.attention_backend, "fp8_weight_cache": self.fp8_weight_cache,
                 "compute_efficiency": self.compute_efficiency, "tp_overlap": self.tp_overlap,
-                "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules)}
+                "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
+                "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
+                "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes}
 
 
 DEFAULT_STACK = "megatron-core"
