@@ -163,3 +163,14 @@ def test_collective_rows_with_published_names(validation_dir):
     assert all(r.error_pct is not None for r in rep.rows), [r.reason for r in rep.rows]
     assert "nd-h100-v5" in rep.rows[0].note and "H100 SXM5 80GB" in rep.rows[1].note
     assert "system blank" in rep.rows[2].note and "'n/a'" in rep.rows[3].note
+
+
+def test_collective_algorithm_the_row_cannot_run_falls_back_to_auto_with_a_note(validation_dir):
+    cat = load_catalog()
+    base = next(r for r in _rows(validation_dir, "collectives") if r["system"] == "hgx-h100")
+    rows = [dict(base, id="ag", collective="all_gather", algorithm="nvls"),
+            dict(base, id="a100", system="dgx-a100", gpu="a100-80gb", algorithm="nvls")]
+    rep = _validate_collectives(rows, cat)
+    assert all(r.error_pct is not None for r in rep.rows), [r.reason for r in rep.rows]
+    assert "not modelled for all_gather" in rep.rows[0].note
+    assert "cannot run on dgx-a100" in rep.rows[1].note

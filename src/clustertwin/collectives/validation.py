@@ -84,6 +84,17 @@ def row_setup(row: dict[str, str], catalog) -> dict[str, Any]:
     hosts_per_domain = max(1, system.devices_per_domain // max(1, system.devices_per_host))
     g = min(n, per_node * hosts_per_domain, system.devices_per_domain)
     algo = (row.get("algorithm") or "auto").strip().lower() or "auto"
+    if algo != "auto":
+        from ..errors import UnknownNameError
+        from .core import ALGORITHMS, normalize_algo
+
+        op = normalize_op(row["collective"])
+        try:
+            algo = normalize_algo(op, algo)
+        except UnknownNameError:
+            notes.append(f"algorithm {row.get('algorithm')!r} is not modelled for {op}: NCCL's own choice among "
+                         f"{', '.join(ALGORITHMS[op])} (auto) is used")
+            algo = "auto"
     # How the sweep was launched is not a column. nccl-tests' documented usage (README "Usage"):
     # one node -> a single process drives all its GPUs (`-g <ngpus>`); several nodes -> mpirun with
     # one process per GPU (`-g 1`). The published single-node sweeps here follow the first.
@@ -109,19 +120,40 @@ def _is_num(text: str | None) -> bool:
     return True
 
 
-def row_notes(row: dict[str, str], catalog) -> str:
-    """What the collective model assumed for a row beyond its columns (names outside the catalog)."""
+def _row_time(s: dict[str, Any], catalog) -> float:
+    """Time of the row's collective; inf where its named algorithm cannot run on this system (NVLS without
+    NVLink SHARP, CollNet without SHARP)."""
     try:
-        return "; ".join(row_setup(row, catalog)["notes"])
+        return float(collective_time(s["op"], s["size"], s["n"], s["g"], s["system"], s["fabric"], s["algo"],
+                                     catalog, gpus_per_process=s["gpus_per_process"]))
+    except InputError:
+        if s["algo"] == "auto":
+            raise
+        return math.inf
+
+
+def row_notes(row: dict[str, str], catalog) -> str:
+    """What the collective model assumed for a row beyond its columns (names outside the catalog, an
+    algorithm the system cannot run)."""
+    try:
+        s = row_setup(row, catalog)
     except InputError:
         return ""
+    notes = list(s["notes"])
+    if s["algo"] != "auto":
+        t = _row_time(s, catalog)
+        if not (t > 0 and math.isfinite(t)):
+            notes.append(f"algorithm {s['algo']!r} cannot run on {s['system'].id} with {s['fabric'].id} "
+                         "(e.g. no NVLS / SHARP): NCCL's own choice (auto) is used")
+    return "; ".join(notes)
 
 
 def predict_busbw_row(row: dict[str, str], catalog) -> float:
     """Predicted nccl-tests busbw (GB/s, 1e9 B/s) for one validation row."""
     s = row_setup(row, catalog)
-    t = collective_time(s["op"], s["size"], s["n"], s["g"], s["system"], s["fabric"], s["algo"], catalog,
-                        gpus_per_process=s["gpus_per_process"])
+    t = _row_time(s, catalog)
+    if not (t > 0 and math.isfinite(t)) and s["algo"] != "auto":  # the named algorithm cannot run here
+        t = _row_time(dict(s, algo="auto"), catalog)
     if not (t > 0 and math.isfinite(t)):
         raise InputError(f"row {row.get('id', '?')}: the model cannot run {s['op']} with algorithm {s['algo']!r} here")
     return s["size"] / t * busbw_factor(s["op"], s["n"]) / 1e9
