@@ -352,6 +352,9 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
     except InputError:
         return  # a non-numeric column: check_row_inputs / the plan reports it
     inner = tp * pp * cp
+    if pp == 1 and _int(out, "virtual_pipeline") > 1:
+        notes.append(f"virtual_pipeline {text('virtual_pipeline')} with pp 1 read as 1 (no pipeline to interleave)")
+        out["virtual_pipeline"] = "1"
     if not n and dp:
         out["num_gpus"] = str(inner * dp)
         notes.append(f"num_gpus blank: tp*pp*cp*dp = {inner * dp}")

@@ -135,6 +135,7 @@ def test_a_layout_the_run_used_is_modelled_as_published(h100, framework, said):
     ({"global_batch": ""}, "global_batch blank"), ({"recompute": "full-uniform"}, "read as full"),
     ({"dp": "96"}, "dp taken as num_gpus"), ({"num_gpus": "56"}, "num_gpus taken as 48"),
     ({"sequence_parallel": "true", "fsdp": "no", "zero_stage": "zero-1"}, ""),
+    ({"virtual_pipeline": "2"}, "with pp 1 read as 1"),
 ])
 def test_blank_and_odd_columns_are_filled_with_a_note(h100, cols, said):
     assert said in _one(h100, **cols).note
