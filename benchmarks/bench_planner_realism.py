@@ -11,7 +11,8 @@ EP choice from the rest of the search gap. `best/known` compares with the fastes
 same job (model, system, GPUs, precision, global batch, sequence length) over the Megatron-Bridge
 releases (benchmarks/data/megatron_bridge_best_known.csv, sourced): where a later release ran the job
 faster than the row, the row's layout or software was not the best the experts found, and the later
-rate is the fairer reference.
+rate is the fairer reference. A `*` after own/pub: the memory model refuses the row's own layout (NVIDIA
+ran it), so the search cannot pick it.
 
     python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5]
 
@@ -34,11 +35,11 @@ from clustertwin.planner.planning import plan
 from clustertwin.planner.space import SpaceOptions
 from clustertwin.sim.engines import get_engine
 from clustertwin.validate import (
+    _estimate_row,
     _row_hardware,
     model_from_row,
     packaged_path,
     plan_from_row,
-    predict_training_row,
     read_rows,
 )
 
@@ -84,7 +85,7 @@ def main() -> None:
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
           f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} {'s':>5}")
-    ratios, in_top, failed, moe, vs_known, later, later_rows = [], 0, [], [], [], [], []
+    ratios, in_top, failed, moe, vs_known, later, later_rows, refused = [], 0, [], [], [], [], [], []
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -100,7 +101,10 @@ def main() -> None:
         best = rep.plans[0]
         rank = next((p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
         ratio = best["tokens_per_s"] / pub if pub else float("nan")
-        own = float(r["measured_step_time_s"]) / predict_training_row(r, cat) if pub else float("nan")
+        own_est = _estimate_row(r, cat)
+        own = float(r["measured_step_time_s"]) / own_est.step_time_s if pub else float("nan")
+        if not own_est.fits_memory:  # the memory model refuses a layout NVIDIA ran: the search cannot pick it
+            refused.append(f"{r['id']} ({own_est.memory_gb_per_gpu:.0f} GB > {own_est.memory_capacity_gb:.0f})")
         is_moe = int(float(r.get("num_experts") or 0)) > 1
         at_ep = float("nan")
         if is_moe:  # the best plan with EP fixed to the row's: how much of the gap is the EP choice
@@ -121,7 +125,7 @@ def main() -> None:
             return "TP{tp} PP{pp} DP{dp} CP{cp} EP{ep}".format(**{k: int(p[k]) for k in keys})
 
         print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
-              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:8.3f} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
+              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:7.3f}{'*' if not own_est.fits_memory else ' '} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
               f"{at_ep:10.3f} {time.perf_counter() - t0:5.1f}",
               flush=True)
     if ratios:
@@ -146,6 +150,8 @@ def main() -> None:
                 per_gpu = e.tokens_per_s / float(r["num_gpus"])
                 fit = "" if e.fits_memory else f" (model memory {e.memory_gb_per_gpu:.0f} GB > {e.memory_capacity_gb:.0f}: refused)"
                 print(f"    {r['id']}: {per_gpu / float(k['tokens_per_s_per_gpu']):.2f}{fit}")
+        print(f"* published layouts the memory model refuses (NVIDIA ran them; the search cannot pick them): "
+              f"{len(refused)}: {', '.join(refused) or '-'}")
         print(f"published layout in the top {a.top}: {in_top} of {len(ratios)}; no plan: {len(failed)}; "
               f"{time.perf_counter() - t_all:.0f} s")
 
