@@ -171,3 +171,35 @@ def test_mla_decode_attention_runs_at_bf16_rate_over_fp8_kv(catalog):
     pre_off = float(step_costs(build_instance(get_model("llama2-70b"), sysm, fab, Deployment(
         tp=8, weights_dtype="fp8", kv_dtype="fp8"), off, catalog=catalog), 8192, 0, 8192 * 4096)["attention_s"])
     assert pre_on < 0.7 * pre_off
+
+
+def test_nvfp4_moe_keeps_bf16_attention_projections(catalog):
+    # NVIDIA's NVFP4 MoE checkpoints (ModelOpt exclude_modules "self_attn*") quantize the experts and MLPs
+    # only: the attention projections of a MoE model run BF16 GEMMs on BF16 weights; dense NVFP4 models
+    # quantize them too; an explicit attn_weights_dtype overrides the rule
+    sysm = catalog.system("hgx-b200")
+    fab = catalog.fabric(sysm.default_scaleout)
+    eng = get_engine("trtllm")
+    m = get_model("deepseek-r1")
+
+    def inst(model, **kw):
+        return build_instance(model, sysm, fab, Deployment(weights_dtype="nvfp4", kv_dtype="fp8", **kw), eng, catalog=catalog)
+
+    moe = inst(m, tp=8, ep=8, dp_attention=True)
+    fp4 = inst(m, tp=8, ep=8, dp_attention=True, attn_weights_dtype="nvfp4")
+    assert moe.attn_w_bytes == 2.0 and fp4.attn_w_bytes == pytest.approx(0.5625)
+    assert moe.attn_hw.peak == pytest.approx(moe.attn_hw.peak_bf16) and fp4.attn_hw.peak > 2 * fp4.attn_hw.peak_bf16
+    # the replicated (DP-attention) BF16 attention weights: 61 layers x attention params x (2 - 0.5625) B more
+    extra = m.num_layers * m.attention_params() * (2.0 - 0.5625)
+    assert moe.weight_bytes_gpu - fp4.weight_bytes_gpu == pytest.approx(extra, rel=1e-9)
+    assert any("attention projections in bf16" in n for n in moe.notes)
+    # compute-bound projections (a large decode batch) take the BF16 rate: at least 2x the FP4 GEMM time
+    g_moe = float(step_costs(moe, 2048, 0.0, 0.0)["gemm_s"])
+    g_fp4 = float(step_costs(fp4, 2048, 0.0, 0.0)["gemm_s"])
+    assert g_moe > 2.0 * g_fp4
+    # dense NVFP4 (Llama) keeps FP4 attention; experts / MoE costs are untouched by the rule
+    dense = inst(get_model("llama3.3-70b"))
+    assert dense.attn_w_bytes == pytest.approx(0.5625) and not any("attention projections" in n for n in dense.notes)
+    assert float(step_costs(moe, 2048, 0.0, 0.0)["moe_s"]) == pytest.approx(float(step_costs(fp4, 2048, 0.0, 0.0)["moe_s"]))
+    with pytest.raises(InputError, match="attention weights dtype"):
+        inst(m, tp=8, ep=8, attn_weights_dtype="fp7")

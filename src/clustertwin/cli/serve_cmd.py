@@ -43,7 +43,12 @@ def estimate_cmd(
     disaggregate: Annotated[str, typer.Option("--disaggregate", help="P:D GPUs of separate prefill and decode pools.")] = "",
     prefill_tp: Annotated[int, typer.Option("--prefill-tp", help="With --disaggregate: prefill-instance TP (default: --tp).")] = 0,
     prefill_ep: Annotated[int, typer.Option("--prefill-ep", help="With --disaggregate: prefill-instance EP (default: --ep).")] = 0,
-    weights_dtype: WdOpt = "fp8", kv_dtype: KvOpt = "fp8", engine: EngineOpt = "generic",
+    weights_dtype: WdOpt = "fp8",
+    attn_weights_dtype: Annotated[str, typer.Option(
+        "--attn-weights-dtype",
+        help="Attention projections: bf16 | fp8 | int8 | nvfp4 (default: --weights-dtype; bf16 for MoE models "
+             "with nvfp4 weights, as NVIDIA's NVFP4 MoE checkpoints ship).")] = "",
+    kv_dtype: KvOpt = "fp8", engine: EngineOpt = "generic",
     max_batch: BatchOpt = 0, max_num_tokens: TokOpt = 0, spec_tokens: SpecOpt = 0, acceptance: AccOpt = 0.0,
     prefix_hit: HitOpt = 0.0,
     requests: Annotated[int, typer.Option("--requests", help="Requests to simulate with --qps.")] = 2000,
@@ -54,7 +59,8 @@ def estimate_cmd(
 ) -> None:
     """Throughput, TTFT and TPOT of one serving layout (offline closed form, or a simulated --qps load)."""
     res = api.serve_estimate(model=model, system=system, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
-               weights_dtype=weights_dtype, kv_dtype=kv_dtype, engine=engine, max_batch=max_batch,
+               weights_dtype=weights_dtype, attn_weights_dtype=attn_weights_dtype, kv_dtype=kv_dtype,
+               engine=engine, max_batch=max_batch,
                max_num_tokens=max_num_tokens, spec_tokens=spec_tokens, acceptance=acceptance,
                prefix_hit_rate=prefix_hit, input_len=input_len, output_len=output_len, qps=qps,
                offline=offline or qps <= 0, requests=requests, seed=seed,

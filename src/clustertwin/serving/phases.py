@@ -47,6 +47,15 @@ HOST_LINK_BW = {"gb200": 450e9, "gb300": 450e9}
 # KV share kept in HBM when weights spill to host memory: at least this fraction of usable HBM (assumed).
 MIN_KV_SHARE = 0.25
 GEMM_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "int8", "nvfp4": "nvfp4", "fp4": "nvfp4"}
+# Precision of the attention projections (Q/KV down- and up-projections, output projection) when a run
+# does not state it. NVIDIA's NVFP4 checkpoints of MoE models quantize the expert and dense-MLP linears
+# and keep every attention projection in BF16: Model Optimizer hf_quant_config.json "exclude_modules"
+# lists "model.layers.*.self_attn*" and "lm_head" (huggingface.co nvidia/DeepSeek-R1-0528-NVFP4,
+# nvidia/GLM-4.7-NVFP4, nvidia/MiniMax-M2.5-NVFP4); TensorRT-LLM tech blog 1 (DeepSeek-R1 on B200)
+# precision table: attention modules bf16, dense FFN and MoE nvfp4; tech blog 3: "97% of the weights
+# ... are from MoE layers", about 80 GB of weights + activations per GPU at DP8/EP8, which holds with BF16
+# attention (~58 GB if it were FP4). Dense NVFP4 checkpoints (Llama) quantize the attention too.
+MOE_FP4_ATTENTION_DTYPE = "bf16"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +74,7 @@ class Deployment:
     dp_attention: bool = False
     attn_tp: int = 0  # 0: tp (or 1 with dp_attention)
     weights_dtype: str = "bf16"
+    attn_weights_dtype: str = ""  # attention projections; "": weights_dtype (BF16 for MoE NVFP4, see above)
     kv_dtype: str = "bf16"
     max_batch: int = 0  # 0: engine default
     max_num_tokens: int = 0  # 0: engine default
@@ -102,6 +112,8 @@ class Instance:
     w_bytes: float  # bytes per weight element of the GEMMs
     kv_elem_bytes: float
     notes: tuple[str, ...]
+    attn_hw: Hardware | None = None  # hardware view of the attention projections (None: hw)
+    attn_w_bytes: float = 0.0  # bytes per weight element of the attention projections (0: w_bytes)
 
     @property
     def tokens_per_step(self) -> float:
@@ -130,11 +142,27 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         fallback = "fp8" if acc.peak("fp8") > 0 and gdt in ("nvfp4", "int8") else "bf16"
         notes.append(f"{acc.name} has no {gdt} tensor-core peak: GEMMs run at {fallback} (weights stay {wd})")
         gdt = fallback
-    hw = make_hardware(system, scaleout, gdt, catalog=catalog)
     chip = serving_chip_constants(acc.id)
-    if "gemm_mamf_scale" in chip:
-        # serving GEMM kernels reach a different share of MAMF than the training stacks (engines.yaml chips)
-        hw = replace(hw, mamf=mamf_for(hw.eff.mamf_fraction, gdt) * float(chip["gemm_mamf_scale"]))
+
+    def view(dt: str) -> Hardware:
+        h = make_hardware(system, scaleout, dt, catalog=catalog)
+        if "gemm_mamf_scale" in chip:
+            # serving GEMM kernels reach a different share of MAMF than the training stacks (engines.yaml chips)
+            h = replace(h, mamf=mamf_for(h.eff.mamf_fraction, dt) * float(chip["gemm_mamf_scale"]))
+        return h
+
+    hw = view(gdt)
+    awd = (dep.attn_weights_dtype or "").lower()
+    if not awd:
+        awd = MOE_FP4_ATTENTION_DTYPE if (model.is_moe and GEMM_DTYPE[wd] == "nvfp4") else wd
+        if awd != wd:
+            notes.append(f"attention projections in {awd} (NVFP4 MoE checkpoints quantize the experts and MLPs only)")
+    if awd not in GEMM_DTYPE:
+        raise InputError(f"unknown attention weights dtype {dep.attn_weights_dtype!r}", hint="use bf16, fp8, int8 or nvfp4")
+    agdt = GEMM_DTYPE[awd]
+    if acc.peak(agdt) <= 0:
+        agdt = "fp8" if acc.peak("fp8") > 0 and agdt in ("nvfp4", "int8") else "bf16"
+    attn_hw = hw if agdt == gdt else view(agdt)
     for name in ("tp", "ep", "pp"):
         if getattr(dep, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(dep, name)}", hint=f"pass --{name} 1 or more")
@@ -157,6 +185,7 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     layers = model.num_layers / dep.pp
 
     w_bytes = DTYPE_BYTES[wd]
+    aw_bytes = DTYPE_BYTES[awd]
     kv_elem = DTYPE_BYTES.get(dep.kv_dtype.lower(), 2.0)
     L, h, V = model.num_layers, model.hidden_size, model.vocab_size
     # weights per GPU: attention + dense MLP + shared experts split over attention TP; routed experts over
@@ -167,7 +196,8 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     experts_gpu = math.ceil(model.num_experts / ep) if model.is_moe else 0
     routed_p = model.num_moe_layers * experts_gpu * model.expert_params() / moe_tp
     emb_p = V * h * (1 if model.tied_embeddings else 2)
-    weight_bytes = ((attn_p + dense_p + shared_p) / attn_tp + routed_p) * w_bytes / dep.pp + emb_p * 2.0 / attn_tp
+    weight_bytes = (attn_p / attn_tp * aw_bytes + ((dense_p + shared_p) / attn_tp + routed_p) * w_bytes) / dep.pp \
+        + emb_p * 2.0 / attn_tp
     if dep.pp > 1:
         weight_bytes -= emb_p * 2.0 / attn_tp * (1 - 1 / dep.pp)  # embedding / head on the end stages only
     kv_tok = kv_bytes_per_token(model, kv_elem) / dep.pp
@@ -195,6 +225,7 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         moe_tp=moe_tp, layers=layers, weight_bytes_gpu=weight_bytes, kv_bytes_token_gpu=kv_tok,
         kv_capacity_tokens=kv_capacity, offload_bytes_gpu=offload, max_batch=dep.max_batch or engine.default_max_batch,
         max_num_tokens=max_tokens, w_bytes=w_bytes, kv_elem_bytes=kv_elem, notes=tuple(notes),
+        attn_hw=attn_hw, attn_w_bytes=aw_bytes,
     )
 
 
@@ -269,7 +300,8 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     else:
         g, d = float(m.num_kv_heads), float(m.head_dim)
         shapes = [((a / t + 2.0 * max(g / t, 1.0)) * d, h), (h, a * d / t)]
-    proj = sum(_gemm(hw, n, N, K, in_bytes=wb) for N, K in shapes)
+    ahw, awb = inst.attn_hw or hw, inst.attn_w_bytes or wb
+    proj = sum(_gemm(ahw, n, N, K, in_bytes=awb) for N, K in shapes)
 
     # ---- attention core ------------------------------------------------------------------------
     attn_peak = hw.peak_bf16

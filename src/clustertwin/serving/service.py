@@ -22,6 +22,7 @@ class ServeRequest:
     pp: int = 1
     dp_attention: bool = False
     weights_dtype: str = "fp8"
+    attn_weights_dtype: str = ""  # attention projections ("": weights_dtype; BF16 for MoE NVFP4)
     kv_dtype: str = "fp8"
     engine: str = "generic"
     max_batch: int = 0
@@ -66,7 +67,8 @@ def resolve(req: ServeRequest, catalog=None):
     if req.qps > 0 and req.requests < 1:
         raise InputError(f"--requests must be >= 1 with --qps, got {req.requests}", hint="e.g. --requests 2000")
     dep = Deployment(tp=req.tp, ep=req.ep if model.is_moe else 1, pp=req.pp, dp_attention=req.dp_attention,
-                     weights_dtype=req.weights_dtype, kv_dtype=req.kv_dtype, max_batch=req.max_batch,
+                     weights_dtype=req.weights_dtype, attn_weights_dtype=req.attn_weights_dtype,
+                     kv_dtype=req.kv_dtype, max_batch=req.max_batch,
                      max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
                      prefix_hit_rate=req.prefix_hit_rate)
     for name in ("tp", "ep", "pp"):  # before anything divides by the GPUs of one instance
