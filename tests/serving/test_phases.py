@@ -203,3 +203,34 @@ def test_nvfp4_moe_keeps_bf16_attention_projections(catalog):
     assert float(step_costs(moe, 2048, 0.0, 0.0)["moe_s"]) == pytest.approx(float(step_costs(fp4, 2048, 0.0, 0.0)["moe_s"]))
     with pytest.raises(InputError, match="attention weights dtype"):
         inst(m, tp=8, ep=8, attn_weights_dtype="fp7")
+
+
+def test_attention_dtype_overrides_the_engine_preset(catalog):
+    # a run that names its attention precision (--attention-dtype; serving.csv precision_activations
+    # "FP8 attention") overrides the engine preset: MLA prefill over an FP8 KV cache at the FP8 rate
+    sysm = catalog.system("gb200-nvl72")
+    fab = catalog.fabric(sysm.default_scaleout)
+    sgl = get_engine("sglang")
+    assert not sgl.fp8_attention
+    m = get_model("deepseek-v3")
+
+    def attn(**kw):
+        inst = build_instance(m, sysm, fab, Deployment(tp=1, ep=4, dp_attention=True, weights_dtype="fp8", **kw), sgl,
+                              catalog=catalog)
+        return float(step_costs(inst, 8192, 0.0, 8192 * 16384)["attention_s"])
+
+    preset, fp8, bf16 = attn(kv_dtype="fp8"), attn(kv_dtype="fp8", attention_dtype="fp8"), attn(kv_dtype="fp8", attention_dtype="bf16")
+    assert bf16 == pytest.approx(preset) and fp8 < 0.6 * preset
+    # over a BF16 KV cache the attention stays at the BF16 rate whatever is asked
+    assert attn(kv_dtype="bf16", attention_dtype="fp8") == pytest.approx(attn(kv_dtype="bf16"))
+    with pytest.raises(InputError, match="attention dtype"):
+        attn(kv_dtype="fp8", attention_dtype="int4")
+
+
+def test_validation_reads_the_attention_precision_column():
+    from clustertwin.serving.validation import _attention_dtype
+
+    assert _attention_dtype({"precision_activations": "fp4/fp8 (CuTe DSL nvfp4 MoE); FP8 attention"}) == "fp8"
+    assert _attention_dtype({"precision_activations": "fp8 matmul inputs + fp8 dispatch; BF16 core MLA + BF16 combine"}) == "bf16"
+    assert _attention_dtype({"precision_activations": "fp4 (NVFP4 GEMMs; TRT-LLM MLPerf harness)"}) == ""
+    assert _attention_dtype({}) == ""

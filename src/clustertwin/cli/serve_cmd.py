@@ -48,7 +48,11 @@ def estimate_cmd(
         "--attn-weights-dtype",
         help="Attention projections: bf16 | fp8 | int8 | nvfp4 (default: --weights-dtype; bf16 for MoE models "
              "with nvfp4 weights, as NVIDIA's NVFP4 MoE checkpoints ship).")] = "",
-    kv_dtype: KvOpt = "fp8", engine: EngineOpt = "generic",
+    kv_dtype: KvOpt = "fp8",
+    attention_dtype: Annotated[str, typer.Option(
+        "--attention-dtype",
+        help="Attention math over an FP8 KV cache: fp8 | bf16 (default: the engine preset; MLA decode stays bf16).")] = "",
+    engine: EngineOpt = "generic",
     max_batch: BatchOpt = 0, max_num_tokens: TokOpt = 0, spec_tokens: SpecOpt = 0, acceptance: AccOpt = 0.0,
     prefix_hit: HitOpt = 0.0,
     requests: Annotated[int, typer.Option("--requests", help="Requests to simulate with --qps.")] = 2000,
@@ -60,6 +64,7 @@ def estimate_cmd(
     """Throughput, TTFT and TPOT of one serving layout (offline closed form, or a simulated --qps load)."""
     res = api.serve_estimate(model=model, system=system, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
                weights_dtype=weights_dtype, attn_weights_dtype=attn_weights_dtype, kv_dtype=kv_dtype,
+               attention_dtype=attention_dtype,
                engine=engine, max_batch=max_batch,
                max_num_tokens=max_num_tokens, spec_tokens=spec_tokens, acceptance=acceptance,
                prefix_hit_rate=prefix_hit, input_len=input_len, output_len=output_len, qps=qps,

@@ -76,6 +76,7 @@ class Deployment:
     weights_dtype: str = "bf16"
     attn_weights_dtype: str = ""  # attention projections; "": weights_dtype (BF16 for MoE NVFP4, see above)
     kv_dtype: str = "bf16"
+    attention_dtype: str = ""  # attention math over an FP8 KV cache: "fp8" | "bf16" | "" (engine's fp8_attention)
     max_batch: int = 0  # 0: engine default
     max_num_tokens: int = 0  # 0: engine default
     spec_tokens: int = 0  # draft tokens verified per step (MTP depth / EAGLE length)
@@ -157,6 +158,8 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         awd = MOE_FP4_ATTENTION_DTYPE if (model.is_moe and GEMM_DTYPE[wd] == "nvfp4") else wd
         if awd != wd:
             notes.append(f"attention projections in {awd} (NVFP4 MoE checkpoints quantize the experts and MLPs only)")
+    if dep.attention_dtype not in ("", "fp8", "bf16"):
+        raise InputError(f"unknown attention dtype {dep.attention_dtype!r}", hint="use fp8 or bf16 (or leave it to the engine preset)")
     if awd not in GEMM_DTYPE:
         raise InputError(f"unknown attention weights dtype {dep.attn_weights_dtype!r}", hint="use bf16, fp8, int8 or nvfp4")
     agdt = GEMM_DTYPE[awd]
@@ -305,7 +308,8 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
 
     # ---- attention core ------------------------------------------------------------------------
     attn_peak = hw.peak_bf16
-    if eng.fp8_attention and inst.kv_elem_bytes <= 1.0:
+    fp8_attn = {"fp8": True, "bf16": False}.get(dep.attention_dtype, eng.fp8_attention)
+    if fp8_attn and inst.kv_elem_bytes <= 1.0:
         attn_peak = max(hw.system.accelerator.peak("fp8"), hw.peak_bf16)
     # MLA decode (absorbed, 576-wide latent) runs its MMAs in BF16 even over an FP8 KV cache: the published
     # kernels dequantise the latent in-kernel (FlashMLA FP8 decoding: cvt to bf16x2) and top out at BF16-rate

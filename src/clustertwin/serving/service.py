@@ -24,6 +24,7 @@ class ServeRequest:
     weights_dtype: str = "fp8"
     attn_weights_dtype: str = ""  # attention projections ("": weights_dtype; BF16 for MoE NVFP4)
     kv_dtype: str = "fp8"
+    attention_dtype: str = ""  # attention math over an FP8 KV cache ("": the engine preset)
     engine: str = "generic"
     max_batch: int = 0
     max_num_tokens: int = 0
@@ -68,7 +69,7 @@ def resolve(req: ServeRequest, catalog=None):
         raise InputError(f"--requests must be >= 1 with --qps, got {req.requests}", hint="e.g. --requests 2000")
     dep = Deployment(tp=req.tp, ep=req.ep if model.is_moe else 1, pp=req.pp, dp_attention=req.dp_attention,
                      weights_dtype=req.weights_dtype, attn_weights_dtype=req.attn_weights_dtype,
-                     kv_dtype=req.kv_dtype, max_batch=req.max_batch,
+                     kv_dtype=req.kv_dtype, attention_dtype=req.attention_dtype, max_batch=req.max_batch,
                      max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
                      prefix_hit_rate=req.prefix_hit_rate)
     for name in ("tp", "ep", "pp"):  # before anything divides by the GPUs of one instance

@@ -1,7 +1,7 @@
 """Serving validation: predict every row of ``serving.csv`` from its normalised columns.
 
 Reads only the configuration columns (model_ref, system_id, gpu_id, num_gpus, tp/ep/pp, dp_attention,
-weights_dtype, precision_kv_cache, framework, scenario_kind, input/output/KV lengths,
+weights_dtype, precision_kv_cache, the attention precision named in precision_activations, framework, scenario_kind, input/output/KV lengths,
 batch_or_concurrency + batch_basis, kv_cache_hit_rate, speculative_decoding, latency bounds, per-user
 speed band, disaggregation) — never ``source``, ``notes``, the measured values or the row id. Inputs a
 source does not state are filled with the defaults below (each says why); the row is modelled, never
@@ -124,6 +124,17 @@ def _serving_model(ref: str, assumed: list[str]):
         return table[hits[0]]
 
 
+def _attention_dtype(row: dict) -> str:
+    """Attention math precision where the row's activation-precision column names it ("FP8 attention",
+    "BF16 attention", "BF16 core MLA"); "" leaves it to the engine preset (fp8_attention)."""
+    text = (row.get("precision_activations") or "").lower()
+    if re.search(r"fp8\s+(?:core\s+)?(?:attention|mla)", text):
+        return "fp8"
+    if re.search(r"bf16\s+(?:core\s+)?(?:attention|mla)", text):
+        return "bf16"
+    return ""
+
+
 def row_inputs(row: dict, catalog):
     """(model, system, scaleout, Deployment, Workload, engine, extras, assumed) from a serving.csv row."""
     assumed: list[str] = []
@@ -195,6 +206,7 @@ def row_inputs(row: dict, catalog):
             accept = DEFAULT_ACCEPTANCE
             assumed.append(f"speculative acceptance not stated: {DEFAULT_ACCEPTANCE} (DeepSeek-V3 report Sec. 5.4.3)")
     dep = Deployment(tp=tp, ep=ep, pp=pp, dp_attention=dp_attn, weights_dtype=wdt, kv_dtype=kvdt,
+                     attention_dtype=_attention_dtype(row),
                      max_batch=max_batch, max_num_tokens=max_tokens, spec_tokens=spec, acceptance=accept,
                      prefix_hit_rate=hit, chunked_prefill=chunked, scheduler_steps=sched_steps)
     ref = model.id  # the zoo id (a row may spell it differently)
