@@ -166,7 +166,10 @@ def divisors(n: int) -> np.ndarray:
 def _restrict(name: str, cands: np.ndarray, opts: SpaceOptions) -> np.ndarray:
     """Fixed values (``--tp 8``) narrow an axis to those of them that pass the axis' rules."""
     if name in opts.fixed:
-        return np.intersect1d(np.asarray(sorted(set(opts.fixed[name])), dtype=np.int64), cands)
+        # a value beyond int64 cannot be a candidate (the axes are bounded by the GPU count): drop it before
+        # the int64 conversion, which would overflow (an empty axis then reports "no layout" as for any misfit)
+        vals = sorted(v for v in set(opts.fixed[name]) if -(2**62) < v < 2**62)
+        return np.intersect1d(np.asarray(vals, dtype=np.int64), cands)
     return cands
 
 
