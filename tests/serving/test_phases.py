@@ -234,3 +234,36 @@ def test_validation_reads_the_attention_precision_column():
     assert _attention_dtype({"precision_activations": "fp8 matmul inputs + fp8 dispatch; BF16 core MLA + BF16 combine"}) == "bf16"
     assert _attention_dtype({"precision_activations": "fp4 (NVFP4 GEMMs; TRT-LLM MLPerf harness)"}) == ""
     assert _attention_dtype({}) == ""
+
+
+def test_per_projection_attention_weights(catalog):
+    # "o=nvfp4,q_b=fp8,bf16": each MLA projection at its own precision (weights and GEMM rate); the
+    # validator reads the projections a row's precision_weights names
+    from clustertwin.serving.phases import attention_projections, attention_shapes
+    from clustertwin.serving.validation import _attn_weights_spec
+
+    sysm = catalog.system("gb200-nvl72")
+    fab = catalog.fabric(sysm.default_scaleout)
+    m = get_model("deepseek-v3")
+    assert attention_projections(m) == ("q_a", "q_b", "kv_a", "kv_b", "o")
+
+    def inst(spec):
+        return build_instance(m, sysm, fab, Deployment(tp=1, ep=8, dp_attention=True, weights_dtype="nvfp4",
+                                                       kv_dtype="fp8", attn_weights_dtype=spec), get_engine("sglang"),
+                              catalog=catalog)
+
+    bf16, mixed = inst("bf16"), inst("o=nvfp4,q_b=fp8,bf16")
+    sizes = dict(zip(attention_projections(m), (N * K for N, K in attention_shapes(m)), strict=True))
+    want = (sizes["o"] * 0.5625 + sizes["q_b"] * 1.0 + (sum(sizes.values()) - sizes["o"] - sizes["q_b"]) * 2.0) / sum(sizes.values())
+    assert mixed.attn_w_bytes == pytest.approx(want) and bf16.attn_w_bytes == 2.0
+    assert [b for _, b in mixed.attn_proj] == [2.0, 1.0, 2.0, 2.0, 0.5625]
+    # compute-bound projections: the mixed layout is faster than all-BF16, slower than all-NVFP4
+    g = {s: float(step_costs(inst(s), 4096, 0.0, 0.0)["gemm_s"]) for s in ("bf16", "o=nvfp4,q_b=fp8,bf16", "nvfp4")}
+    assert g["nvfp4"] < g["o=nvfp4,q_b=fp8,bf16"] < g["bf16"]
+    # names without a default keep the model's default rule (BF16 for an NVFP4 MoE checkpoint) for the rest
+    assert [b for _, b in inst("o=nvfp4").attn_proj] == [2.0, 2.0, 2.0, 2.0, 0.5625]
+    with pytest.raises(InputError, match="not one of"):
+        inst("qkv=fp8")
+    row = {"precision_weights": "nvfp4 MoE experts + nvfp4 attention o_proj; q_b_proj fp8"}
+    assert _attn_weights_spec(row, m) == "q_b=fp8,o=nvfp4"
+    assert _attn_weights_spec({"precision_weights": "nvfp4 (DeepSeek R1-NVFP4)"}, m) == ""

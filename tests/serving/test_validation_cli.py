@@ -115,3 +115,19 @@ def test_validate_help_names_every_packaged_set(capsys):
     code, out, _ = run_cli(capsys, "validate", "--help")
     text = " ".join(out.replace("│", " ").split())  # rich wraps the help text inside a box
     assert code == 0 and all(name in text for name in PACKAGED_SETS), text
+
+
+def test_mlperf_server_row_without_bounds_takes_the_mlperf_rule(validation_dir, catalog):
+    # a server / interactive row run under the MLPerf rule (constraint_percentile says so) that does not
+    # state its bounds gets them from loadgen mlperf.conf for its benchmark; other rows stay saturated
+    rows = {r["id"]: r for r in _rows(validation_dir)}
+    row = dict(rows["mlperf51-0015-llama3.1-405b-server"])
+    assert not row.get("ttft_constraint_ms") and "MLPerf" in row["constraint_percentile"]
+    wl = row_inputs(row, catalog)[4]
+    assert (wl.ttft_slo_s, wl.tpot_slo_s) == (6.0, 0.175)
+    inter = dict(row, scenario_kind="interactive")
+    assert (row_inputs(inter, catalog)[4].ttft_slo_s, row_inputs(inter, catalog)[4].tpot_slo_s) == (4.5, 0.08)
+    plain = dict(row, constraint_percentile="")
+    assert row_inputs(plain, catalog)[4].ttft_slo_s == 0.0
+    stated = dict(row, ttft_constraint_ms="3000", tpot_constraint_ms="100")
+    assert row_inputs(stated, catalog)[4].ttft_slo_s == 3.0

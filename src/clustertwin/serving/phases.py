@@ -74,7 +74,9 @@ class Deployment:
     dp_attention: bool = False
     attn_tp: int = 0  # 0: tp (or 1 with dp_attention)
     weights_dtype: str = "bf16"
-    attn_weights_dtype: str = ""  # attention projections; "": weights_dtype (BF16 for MoE NVFP4, see above)
+    # attention projections: a dtype, or per projection "o=nvfp4,q_b=fp8[,dtype for the rest]" (MLA: q_a, q_b,
+    # kv_a, kv_b, o; GQA/MHA: qkv, o); "": weights_dtype (BF16 for MoE NVFP4, see MOE_FP4_ATTENTION_DTYPE)
+    attn_weights_dtype: str = ""
     kv_dtype: str = "bf16"
     attention_dtype: str = ""  # attention math over an FP8 KV cache: "fp8" | "bf16" | "" (engine's fp8_attention)
     max_batch: int = 0  # 0: engine default
@@ -115,6 +117,7 @@ class Instance:
     notes: tuple[str, ...]
     attn_hw: Hardware | None = None  # hardware view of the attention projections (None: hw)
     attn_w_bytes: float = 0.0  # bytes per weight element of the attention projections (0: w_bytes)
+    attn_proj: tuple = ()  # per projection (in attention_shapes order): (Hardware, weight bytes); () = attn_hw
 
     @property
     def tokens_per_step(self) -> float:
@@ -128,6 +131,45 @@ def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
     if model.is_mla:
         return model.num_layers * (model.kv_lora_rank + model.qk_rope_head_dim) * kv_bytes
     return model.num_layers * 2.0 * model.num_kv_heads * model.head_dim * kv_bytes
+
+
+def attention_projections(model: ModelSpec) -> tuple[str, ...]:
+    """Names of the attention projections, in the order ``attention_shapes`` lists them."""
+    if model.is_mla:
+        return ("q_a", "q_b", "kv_a", "kv_b", "o") if model.q_lora_rank else ("q", "kv_a", "kv_b", "o")
+    return ("qkv", "o")
+
+
+def attention_shapes(model: ModelSpec, t: float = 1.0) -> list[tuple[float, float]]:
+    """(N, K) of every attention projection GEMM after an attention-TP split ``t``."""
+    h, a = float(model.hidden_size), float(model.num_attention_heads)
+    if model.is_mla:
+        rq, rkv = float(model.q_lora_rank), float(model.kv_lora_rank)
+        dn, dr, dv = float(model.qk_nope_head_dim), float(model.qk_rope_head_dim), float(model.v_head_dim)
+        shapes = [(rq, h), (a * (dn + dr) / t, rq)] if rq else [(a * (dn + dr) / t, h)]
+        return shapes + [(rkv + dr, h), (a * (dn + dv) / t, rkv), (h, a * dv / t)]
+    g, d = float(model.num_kv_heads), float(model.head_dim)
+    return [((a / t + 2.0 * max(g / t, 1.0)) * d, h), (h, a * d / t)]
+
+
+def _attn_dtypes(model: ModelSpec, spec: str, default: str) -> dict[str, str]:
+    """Per-projection weight dtypes from ``spec`` ("bf16", or "o=nvfp4,q_b=fp8[,rest]")."""
+    names = attention_projections(model)
+    rest, given = default, {}
+    for part in (x.strip().lower() for x in spec.split(",") if x.strip()):
+        if "=" in part:
+            name, dt = (x.strip() for x in part.split("=", 1))
+            if name not in names:
+                raise InputError(f"attention projection {name!r} is not one of {model.id}'s: {', '.join(names)}",
+                                 hint="e.g. --attn-weights-dtype o=nvfp4,q_b=fp8,bf16")
+            given[name] = dt
+        else:
+            rest = part
+    out = {k: given.get(k, rest) for k in names}
+    for dt in out.values():
+        if dt not in GEMM_DTYPE:
+            raise InputError(f"unknown attention weights dtype {dt!r}", hint="use bf16, fp8, int8 or nvfp4")
+    return out
 
 
 def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech, dep: Deployment,
@@ -153,19 +195,26 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         return h
 
     hw = view(gdt)
-    awd = (dep.attn_weights_dtype or "").lower()
-    if not awd:
-        awd = MOE_FP4_ATTENTION_DTYPE if (model.is_moe and GEMM_DTYPE[wd] == "nvfp4") else wd
-        if awd != wd:
-            notes.append(f"attention projections in {awd} (NVFP4 MoE checkpoints quantize the experts and MLPs only)")
+    default_awd = MOE_FP4_ATTENTION_DTYPE if (model.is_moe and GEMM_DTYPE[wd] == "nvfp4") else wd
+    per_proj = _attn_dtypes(model, dep.attn_weights_dtype or "", default_awd)
+    if not dep.attn_weights_dtype and default_awd != wd:
+        notes.append(f"attention projections in {default_awd} (NVFP4 MoE checkpoints quantize the experts and MLPs only)")
     if dep.attention_dtype not in ("", "fp8", "bf16"):
         raise InputError(f"unknown attention dtype {dep.attention_dtype!r}", hint="use fp8 or bf16 (or leave it to the engine preset)")
-    if awd not in GEMM_DTYPE:
-        raise InputError(f"unknown attention weights dtype {dep.attn_weights_dtype!r}", hint="use bf16, fp8, int8 or nvfp4")
-    agdt = GEMM_DTYPE[awd]
-    if acc.peak(agdt) <= 0:
-        agdt = "fp8" if acc.peak("fp8") > 0 and agdt in ("nvfp4", "int8") else "bf16"
-    attn_hw = hw if agdt == gdt else view(agdt)
+    views: dict[str, Hardware] = {gdt: hw}
+
+    def proj_view(dt: str) -> tuple[Hardware, float]:
+        g = GEMM_DTYPE[dt]
+        if acc.peak(g) <= 0:
+            g = "fp8" if acc.peak("fp8") > 0 and g in ("nvfp4", "int8") else "bf16"
+        if g not in views:
+            views[g] = view(g)
+        return views[g], DTYPE_BYTES[dt]
+
+    attn_proj = tuple(proj_view(per_proj[name]) for name in attention_projections(model))
+    sizes = [N * K for N, K in attention_shapes(model)]
+    aw_bytes = sum(b * z for (_, b), z in zip(attn_proj, sizes, strict=True)) / sum(sizes)  # parameter-weighted bytes
+    attn_hw = attn_proj[0][0] if len({id(v) for v, _ in attn_proj}) == 1 else None
     for name in ("tp", "ep", "pp"):
         if getattr(dep, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(dep, name)}", hint=f"pass --{name} 1 or more")
@@ -188,7 +237,6 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     layers = model.num_layers / dep.pp
 
     w_bytes = DTYPE_BYTES[wd]
-    aw_bytes = DTYPE_BYTES[awd]
     kv_elem = DTYPE_BYTES.get(dep.kv_dtype.lower(), 2.0)
     L, h, V = model.num_layers, model.hidden_size, model.vocab_size
     # weights per GPU: attention + dense MLP + shared experts split over attention TP; routed experts over
@@ -228,7 +276,7 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         moe_tp=moe_tp, layers=layers, weight_bytes_gpu=weight_bytes, kv_bytes_token_gpu=kv_tok,
         kv_capacity_tokens=kv_capacity, offload_bytes_gpu=offload, max_batch=dep.max_batch or engine.default_max_batch,
         max_num_tokens=max_tokens, w_bytes=w_bytes, kv_elem_bytes=kv_elem, notes=tuple(notes),
-        attn_hw=attn_hw, attn_w_bytes=aw_bytes,
+        attn_hw=attn_hw, attn_w_bytes=aw_bytes, attn_proj=attn_proj,
     )
 
 
@@ -294,17 +342,10 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     layers = inst.layers
     kern = hw.eff.kernel_overhead_s
 
-    # ---- attention projections (per layer) ----------------------------------------------------
-    if m.is_mla:
-        rq, rkv = float(m.q_lora_rank), float(m.kv_lora_rank)
-        dn, dr, dv = float(m.qk_nope_head_dim), float(m.qk_rope_head_dim), float(m.v_head_dim)
-        shapes = [(rq, h), (a * (dn + dr) / t, rq)] if rq else [(a * (dn + dr) / t, h)]
-        shapes += [(rkv + dr, h), (a * (dn + dv) / t, rkv), (h, a * dv / t)]
-    else:
-        g, d = float(m.num_kv_heads), float(m.head_dim)
-        shapes = [((a / t + 2.0 * max(g / t, 1.0)) * d, h), (h, a * d / t)]
-    ahw, awb = inst.attn_hw or hw, inst.attn_w_bytes or wb
-    proj = sum(_gemm(ahw, n, N, K, in_bytes=awb) for N, K in shapes)
+    # ---- attention projections (per layer), each at its own weight precision ------------------
+    shapes = attention_shapes(m, t)
+    per = inst.attn_proj or ((inst.attn_hw or hw, inst.attn_w_bytes or wb),) * len(shapes)
+    proj = sum(_gemm(ph, n, N, K, in_bytes=pb) for (N, K), (ph, pb) in zip(shapes, per, strict=True))
 
     # ---- attention core ------------------------------------------------------------------------
     attn_peak = hw.peak_bf16

@@ -43,6 +43,17 @@ DEFAULT_ACCEPTANCE = 0.85
 # coefficient of variation 0.8 for prompt and output lengths (lognormal; OpenOrca's 1024-token maximum is
 # ~3.5x its mean). Synthetic fixed-length runs (trtllm-bench, blogs) use CV 0.
 DATASET_LENGTH_CV = 0.8
+# MLPerf LLM latency bounds (p99 TTFT, p99 TPOT in ms) per benchmark and scenario: mlcommons/inference
+# loadgen/mlperf.conf ("<model>.Server.ttft_latency / tpot_latency", the "-interactive" entries for the
+# Interactive scenario). Used for a server / interactive row that runs under the MLPerf rule
+# (constraint_percentile names it) but does not state the values.
+MLPERF_LATENCY_MS = {
+    ("llama2-70b", "server"): (2000.0, 200.0), ("llama2-70b", "interactive"): (450.0, 40.0),
+    ("mixtral-8x7b", "server"): (2000.0, 200.0),
+    ("llama3.1-405b", "server"): (6000.0, 175.0), ("llama3.1-405b", "interactive"): (4500.0, 80.0),
+    ("llama3.1-8b", "server"): (2000.0, 100.0), ("llama3.1-8b", "interactive"): (500.0, 30.0),
+    ("deepseek-r1", "server"): (2000.0, 80.0), ("deepseek-r1", "interactive"): (1500.0, 15.0),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +133,24 @@ def _serving_model(ref: str, assumed: list[str]):
             raise
         assumed.append(f"model {ref!r} is not a zoo id: modelled as {hits[0]!r} (same name without separators)")
         return table[hits[0]]
+
+
+_PROJ_DT = r"(nvfp4|fp4|fp8|bf16)"
+
+
+def _attn_weights_spec(row: dict, model) -> str:
+    """Per-projection attention weight precision where ``precision_weights`` names projections
+    ("nvfp4 attention o_proj; q_b_proj fp8" -> "o=nvfp4,q_b=fp8"); "" otherwise (the default rule)."""
+    from .phases import attention_projections
+
+    text = (row.get("precision_weights") or "").lower()
+    parts = []
+    for name in attention_projections(model):
+        m = (re.search(rf"\b{_PROJ_DT}\s+(?:attention\s+)?{name}_proj\b", text)
+             or re.search(rf"\b{name}_proj\s+{_PROJ_DT}\b", text))
+        if m:
+            parts.append(f"{name}={'nvfp4' if m.group(1) == 'fp4' else m.group(1)}")
+    return ",".join(parts)
 
 
 def _attention_dtype(row: dict) -> str:
@@ -206,7 +235,7 @@ def row_inputs(row: dict, catalog):
             accept = DEFAULT_ACCEPTANCE
             assumed.append(f"speculative acceptance not stated: {DEFAULT_ACCEPTANCE} (DeepSeek-V3 report Sec. 5.4.3)")
     dep = Deployment(tp=tp, ep=ep, pp=pp, dp_attention=dp_attn, weights_dtype=wdt, kv_dtype=kvdt,
-                     attention_dtype=_attention_dtype(row),
+                     attention_dtype=_attention_dtype(row), attn_weights_dtype=_attn_weights_spec(row, model),
                      max_batch=max_batch, max_num_tokens=max_tokens, spec_tokens=spec, acceptance=accept,
                      prefix_hit_rate=hit, chunked_prefill=chunked, scheduler_steps=sched_steps)
     ref = model.id  # the zoo id (a row may spell it differently)
@@ -238,9 +267,16 @@ def row_inputs(row: dict, catalog):
         assumed.append(f"scenario_kind {kind!r} is not one of offline / server / interactive / prefill / decode / "
                        "production / latency-band: modelled as offline (throughput)")
         wl_kind = "offline"
+    ttft_ms = _lead_num(row.get("ttft_constraint_ms")) or 0.0
+    tpot_ms = _lead_num(row.get("tpot_constraint_ms")) or 0.0
+    rule = MLPERF_LATENCY_MS.get((ref, wl_kind))
+    if (rule and not (ttft_ms or tpot_ms) and wl_kind in ("server", "interactive")
+            and "mlperf" in (row.get("constraint_percentile") or "").lower()):
+        ttft_ms, tpot_ms = rule
+        assumed.append(f"latency bounds not stated: MLPerf rule for {ref} {wl_kind}, p99 TTFT {ttft_ms:.0f} ms / "
+                       f"TPOT {tpot_ms:.0f} ms (loadgen mlperf.conf)")
     wl = Workload(input_len=inp, output_len=max(out, 1.0), scenario=wl_kind,
-                  ttft_slo_s=(_lead_num(row.get("ttft_constraint_ms")) or 0.0) / 1e3,
-                  tpot_slo_s=(_lead_num(row.get("tpot_constraint_ms")) or 0.0) / 1e3, kv_len=kv_len,
+                  ttft_slo_s=ttft_ms / 1e3, tpot_slo_s=tpot_ms / 1e3, kv_len=kv_len,
                   input_cv=cv, output_cv=cv, input_max=_lead_num(row.get("input_len_max")) or 0.0)
     nreq = re.search(r"(\d+)\s+requests\s+total", batch_txt)
     extras = {"kind": kind, "num_gpus": num_gpus, "tps_band": _band(row.get("tps_per_user") or ""),
