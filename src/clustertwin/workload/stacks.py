@@ -215,7 +215,7 @@ register_stack(
         # llm-foundry's 2023 MPT blocks ran FlashAttention v1 / Triton kernels, which FlashAttention-2
         # outruns by 1.7-3.0x (FA v1) and 1.3-2.5x (Triton) (Dao, arXiv:2307.08691 Sec. 4.1): 1/1.7 taken
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
-        compute_efficiency=0.95,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
+        compute_efficiency=1.0, fsdp_overlap=0.0,  # FITTED (efficiency.yaml `fitted`)
     ))
 register_stack(
     SoftwareStack(
