@@ -201,6 +201,15 @@ def shape(x) -> tuple:
     return _np.shape(x)
 
 
+def needed(mask) -> bool:
+    """Whether the first branch of ``np.where(mask, a, b)`` must be computed: False only in scalar mode
+    for a plain false ``mask`` (then the result is ``b`` whatever ``a`` is, so one plan skips work the
+    vectorised formula does for the rows that need it)."""
+    if type(mask) in _S and _get():
+        return bool(mask)
+    return True
+
+
 def _all_plain(xs) -> bool:
     for x in xs:
         if type(x) not in _S:

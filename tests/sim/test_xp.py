@@ -64,4 +64,6 @@ def test_outside_scalar_mode_and_for_arrays_it_is_numpy():
         assert out.tolist() == [1.0, 2.0]
         assert xp.ndarray is np.ndarray and xp.unique is np.unique  # names it does not define: numpy's
         assert xp.in_scalar_mode()
+        assert xp.needed(True) and not xp.needed(False) and xp.needed(np.array([False]))
     assert not xp.in_scalar_mode()
+    assert xp.needed(False)  # outside scalar mode every branch is computed, as numpy does

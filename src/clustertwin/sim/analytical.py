@@ -131,23 +131,28 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     # recipes: "Et*4|(t*4|)*14tmL" for 61 layers on 16 virtual stages); we assume the balanced one, whole
     # layers per stage, the last rank trading layers for the output head(s) and MTP (pp_layout.py).
     custom = np.logical_not(even) & np.logical_not(plus2) & (p > 1)
-    T_last = np.where(custom, balanced_last_stage_time(L, p, t_layer, logits), T_last)
+    if np.needed(custom):  # (np.needed: False only for one plan that takes the other branch of the where)
+        T_last = np.where(custom, balanced_last_stage_time(L, p, t_layer, logits), T_last)
     # DualPipe: rank i runs half of the micro-batches through stage i and half through stage p-1-i, so
     # the first rank carries the mean of the embedding stage and the loss stage (whole layers of
     # workload.pipeline.stage_layout, the layout the memory model holds)
-    lay_first, lay_last, lay_most = (np.broadcast_to(x, shape) for x in stage_layout(model, p, v))
-    T_dual = np.maximum(np.where(p > 2, lay_most, 0.0) * t_layer,
-                        0.5 * (lay_first + lay_last) * t_layer + 0.5 * logits)
-    T_pace = np.where(dual, T_dual, T_last)
+    T_pace = T_last
+    if np.needed(dual):
+        lay_first, lay_last, lay_most = (np.broadcast_to(x, shape) for x in stage_layout(model, p, v))
+        T_dual = np.maximum(np.where(p > 2, lay_most, 0.0) * t_layer,
+                            0.5 * (lay_first + lay_last) * t_layer + 0.5 * logits)
+        T_pace = np.where(dual, T_dual, T_last)
     T_avg = Lps * t_layer + logits / p
     # bubbles per schedule (workload/pipeline.py): F forward, B full backward, W weight gradient of one
     # stage and micro-batch (W: half of the backward GEMMs, the output layer's weight gradient a third
     # of its forward + backward)
-    F = Lps * (c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"]) + logits / (3.0 * p)
-    W = Lps * 0.5 * c["layer_bwd_gemm_s"] + logits / (3.0 * p)
-    B = np.maximum(T_avg - F, 0.0)
-    bubble = np.where(dual, (p / 2.0 - 1.0) * np.maximum(T_avg + B - 3.0 * W, 0.0),
-                      np.where(zb, (p - 1.0) * np.maximum(T_avg - 2.0 * W, 0.0), (p - 1.0) / v * T_avg))
+    bubble = (p - 1.0) / v * T_avg  # 1F1B, interleaved
+    if np.needed(dual | zb):
+        F = Lps * (c["layer_fwd_gemm_s"] + c["layer_fwd_attn_s"] + c["layer_fwd_mem_s"]) + logits / (3.0 * p)
+        W = Lps * 0.5 * c["layer_bwd_gemm_s"] + logits / (3.0 * p)
+        B = np.maximum(T_avg - F, 0.0)
+        bubble = np.where(dual, (p / 2.0 - 1.0) * np.maximum(T_avg + B - 3.0 * W, 0.0),
+                          np.where(zb, (p - 1.0) * np.maximum(T_avg - 2.0 * W, 0.0), bubble))
 
     p2p = c["pp_p2p_s"]
     pp_exposed = np.where(p > 1, np.where(ov, 2.0 * (p - 1.0) * p2p, 2.0 * m * v * p2p), 0.0)
@@ -246,23 +251,23 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     seq = int(seq_len or model.seq_len)
     a: dict[str, np.ndarray] = {}
     for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero"):
-        a[k] = np.astype(np.asarray(plans.get(k, 1 if k != "zero" else 1)), np.int64)
+        a[k] = np.astype(plans.get(k, 1 if k != "zero" else 1), np.int64)
     rc = plans.get("recompute", 0)
     if isinstance(rc, str) or (not isinstance(rc, int | float) and np.asarray(rc).dtype.kind in "US"):
         rc = np.vectorize(lambda x: RECOMPUTE_CODE[str(x)])(np.asarray(rc))
-    a["recompute"] = np.astype(np.asarray(rc), np.int64)
+    a["recompute"] = np.astype(rc, np.int64)
     gbv = plans.get("global_batch", global_batch)
     if gbv is None:
         raise InputError("estimate_batch needs global_batch (in plans or as keyword)")
-    a["global_batch"] = np.astype(np.asarray(gbv), np.int64)
-    a["etp"] = np.astype(np.asarray(plans.get("etp", 1)), np.int64)
+    a["global_batch"] = np.astype(gbv, np.int64)
+    a["etp"] = np.astype(plans.get("etp", 1), np.int64)
     sp = plans.get("sequence_parallel", sequence_parallel)
-    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.astype(np.asarray(sp), bool) & (np.asarray(a["tp"]) > 1))
-    a["uneven"] = np.astype(np.asarray(plans.get("uneven_pipeline", False)), bool)
-    a["mb_group"] = np.astype(np.asarray(plans.get("microbatch_group", 0)), np.int64)
+    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.astype(sp, bool) & (a["tp"] > 1))
+    a["uneven"] = np.astype(plans.get("uneven_pipeline", False), bool)
+    a["mb_group"] = np.astype(plans.get("microbatch_group", 0), np.int64)
     a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
     if "fsdp" in plans:
-        a["zero"] = np.where(np.astype(np.asarray(plans["fsdp"]), bool), 3, a["zero"])
+        a["zero"] = np.where(np.astype(plans["fsdp"], bool), 3, a["zero"])
     if not (np.in_scalar_mode() and np.broadcast_shape(*a.values()) == ()):  # one plan: nothing to broadcast
         keys = list(a)
         a = dict(zip(keys, np.broadcast_arrays(*(a[k] for k in keys)), strict=True))
