@@ -139,7 +139,7 @@ def simulate_work(
         exposed_comm_s=dict(st.exposed_comm_s),
         hidden_comm_s=dict(st.hidden_comm_s),
         stage_busy_s=busy,
-        bubble_fraction=float(1.0 - compute_crit / step) if step > 0 else 0.0,
+        bubble_fraction=max(0.0, float(1.0 - compute_crit / step)) if step > 0 else 0.0,  # >= 0 under rounding
         critical_stage=crit_stage,
         num_stages=built.num_stages,
         num_ops=g.num_ops,
