@@ -158,7 +158,7 @@ def structured_notes(notes: str) -> str:
     return " | ".join(p.strip() for p in parts)
 
 
-def _arch_notes(notes: str) -> dict[str, float]:
+def _arch_notes(notes: str) -> dict[str, Any]:
     text = " ".join(re.findall(r"arch:[^|]*", notes or ""))
     out: dict[str, float] = {}
     for key in _ARCH_KEYS:
@@ -172,6 +172,8 @@ def _arch_notes(notes: str) -> dict[str, float]:
     if m:  # documented arch detail (validation README: sliding windows); alternate = every other layer
         out["sliding_window"] = int(m.group(1))
         out["sliding_window_fraction"] = 0.5
+    if re.search(r"\bclamped (SwiGLU|GLU|GeGLU)\b", text, re.IGNORECASE):  # documented arch detail (GPT-OSS)
+        out["glu_clamp"] = True
     return out
 
 

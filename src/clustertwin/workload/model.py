@@ -28,7 +28,10 @@ class ModelSpec:
     width, the first ``num_dense_layers`` layers dense. MLA (DeepSeek-V2/V3): ``q_lora_rank`` (0 = no
     q compression), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
     Sliding-window attention (GPT-OSS, Gemma, Mistral): ``sliding_window_fraction`` of the layers attend
-    only to the last ``sliding_window`` tokens.
+    only to the last ``sliding_window`` tokens. ``glu_clamp``: the gated activation clamps its inputs
+    (GPT-OSS's clamped SwiGLU: gate clamped above at 7, linear half to +-7, Megatron-Core
+    ``activation_func_clamp_value``), which Megatron-Core runs as separate clamp + concatenate kernels
+    before the fused activation (sim/components/moe.py).
     """
 
     id: str
@@ -57,6 +60,7 @@ class ModelSpec:
     mtp_depth: int = 0
     sliding_window: int = 0  # tokens a query attends to in the sliding-window layers (0 = none)
     sliding_window_fraction: float = 0.0  # share of the layers with the window (GPT-OSS: alternate = 0.5)
+    glu_clamp: bool = False  # clamped gated activation (GPT-OSS)
     source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

@@ -20,7 +20,8 @@ Interface: ``moe_layer(st) -> MoELayer``; all fields zero for a dense model. The
   back), plus, when several local experts receive tokens from several EP ranks, the re-sort of the
   received chunks from rank-major to expert-major order and back (Megatron alltoall dispatcher
   ``sort_chunks_by_idxs``); the expert activation (SwiGLU reads 2 f_e, writes f_e; backward reads
-  3 f_e, writes 2 f_e); with FP8 GEMMs the expert inputs and output gradients are quantised per expert
+  3 f_e, writes 2 f_e; a clamped GLU -- GPT-OSS -- adds Megatron-Core's eager clamp + concatenate passes over
+  the fc1 output, ``megatron/core/fusions/fused_bias_geglu.py`` ``weighted_bias_quick_geglu_impl``); with FP8 GEMMs the expert inputs and output gradients are quantised per expert
   (read BF16, write FP8 + transposed copy: 4 B per element). Backward moves the same permutation bytes
   (the gradients go through the same gathers/scatters).
 * ``recompute_fwd_s``: what Megatron's fine-grained selective recompute of MoE recipes redoes in the
@@ -129,6 +130,16 @@ def moe_layer(st: Stage) -> MoELayer:
     act_f_bytes = 2.0 * rows * (mats + 1.0) * fe / etp_f
     act_b_bytes = 2.0 * rows * (2.0 * mats + 1.0) * fe / etp_f
     act_f, act_b = mem_time(hw, act_f_bytes, 1), mem_time(hw, act_b_bytes, 1)
+    if model.glu_clamp and model.swiglu:
+        # clamped GLU (GPT-OSS): Megatron-Core's weighted_bias_quick_geglu_impl clamps the two halves of the
+        # fc1 output and concatenates them again in eager PyTorch before the fused activation. In units of
+        # U = BF16 bytes of one half (rows x f_e): forward two clamps (read + write a half: 2 U each) and
+        # the cat (read + write both halves: 4 U); backward the two clamp gradients (read the gradient and
+        # the saved input, write the gradient: 3 U each; the cat's backward is views). The selective
+        # recompute of moe_act redoes the forward part (recompute_fwd_s includes act_f).
+        u = 2.0 * rows * fe / etp_f
+        clamp_f = mem_time(hw, 8.0 * u, 3)
+        act_f, act_b = act_f + clamp_f, act_b + mem_time(hw, 6.0 * u, 2)
     cast_f = cast_b = np.zeros_like(tok)
     if st.fp8:  # per-expert quantisation of GEMM inputs (fwd) and output gradients (bwd)
         cast_f = mem_time(hw, 4.0 * rows * (h + fe / etp_f), 2.0 * local)
