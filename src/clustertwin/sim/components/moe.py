@@ -20,9 +20,11 @@ Interface: ``moe_layer(st) -> MoELayer``; all fields zero for a dense model. The
   back), plus, when several local experts receive tokens from several EP ranks, the re-sort of the
   received chunks from rank-major to expert-major order and back (Megatron alltoall dispatcher
   ``sort_chunks_by_idxs``); the expert activation (SwiGLU reads 2 f_e, writes f_e; backward reads
-  3 f_e, writes 2 f_e; a clamped GLU -- GPT-OSS -- adds Megatron-Core's eager clamp + concatenate passes over
-  the fc1 output, ``megatron/core/fusions/fused_bias_geglu.py`` ``weighted_bias_quick_geglu_impl``); with FP8 GEMMs the expert inputs and output gradients are quantised per expert
-  (read BF16, write FP8 + transposed copy: 4 B per element). Backward moves the same permutation bytes
+  3 f_e, writes 2 f_e; a clamped GLU -- GPT-OSS -- adds Megatron-Core's eager clamp + concatenate passes
+  over the fc1 output, ``megatron/core/fusions/fused_bias_geglu.py`` ``weighted_bias_quick_geglu_impl``);
+  with FP8/FP4 GEMMs the expert inputs, output gradients and weights are quantised per expert by the step
+  dtype's recipe (``fp8.quant_time``, the dense layers' function: tensorwise 6 B per element with its amax
+  pass, MXFP8 4.06 B, NVFP4 5.1 B; the weights once per step where TE caches them). Backward moves the same permutation bytes
   (the gradients go through the same gathers/scatters).
 * ``recompute_fwd_s``: what Megatron's fine-grained selective recompute of MoE recipes redoes in the
   backward (``--recompute-modules moe_act layernorm``): the expert activation and the two norms.
@@ -55,6 +57,7 @@ from typing import NamedTuple
 
 from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..kernels import gemm_time, gemm_train_time, mem_time
+from .fp8 import quant_time
 from .stage import Stage
 
 
@@ -141,9 +144,11 @@ def moe_layer(st: Stage) -> MoELayer:
         clamp_f = mem_time(hw, 8.0 * u, 3)
         act_f, act_b = act_f + clamp_f, act_b + mem_time(hw, 6.0 * u, 2)
     cast_f = cast_b = np.zeros_like(tok)
-    if st.fp8:  # per-expert quantisation of GEMM inputs (fwd) and output gradients (bwd)
-        cast_f = mem_time(hw, 4.0 * rows * (h + fe / etp_f), 2.0 * local)
-        cast_b = mem_time(hw, 4.0 * rows * (h + mats * fe / etp_f), 2.0 * local)
+    if st.fp8:  # per-expert quantisation of GEMM inputs (fwd), output gradients (bwd) and weights (fp8.py)
+        w_elems = local * h * (mats + 1.0) * fe / etp_f
+        cast_f, cast_b = quant_time(hw, hw.dtype, x_elems=rows * (h + fe / etp_f), dy_elems=rows * (mats * fe / etp_f + h),
+                                    w_elems=w_elems, operands=2.0 * local,
+                                    weight_share=np.where(st.fp8_weight_cache, 1.0 / np.maximum(st.m, 1.0), 1.0))
     mem_f = router + perm + act_f + cast_f
     mem_b = router + perm + act_b + cast_b
     norms = mem_time(hw, 2.0 * 2.0 * 2.0 * h * st.tok_sp, 2)  # two RMSNorms, read + write h
