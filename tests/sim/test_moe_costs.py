@@ -205,3 +205,29 @@ def test_clamped_glu_adds_megatrons_eager_clamp_and_cat_passes(catalog):
     from clustertwin.workload import get_model
 
     assert get_model("gpt-oss-120b").glu_clamp and get_model("gpt-oss-120b").head_dim == 64
+
+
+def test_torchtitan_grouped_mm_has_no_per_expert_host_cost_and_syncs_only_for_ep(catalog):
+    """torchtitan: torch._grouped_mm (one kernel for all local experts, device-side offsets) and a host sync
+    only in its EP dispatch; Megatron (TE GroupedLinear) syncs in every dropless MoE layer, EP 1 included."""
+    from clustertwin.workload.stacks import get_stack
+
+    s = catalog.system("hgx-b200")
+    hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
+
+    def host(stack, ep):
+        c = stage_costs(QWEN3_30B, hw, tp=1, pp=1, dp=8, cp=1, ep=ep, vpp=1, micro_batch=1, recompute=0, zero=1,
+                        global_batch=64, seq_len=4096, stack=get_stack(stack))
+        return float(c["layer_fwd_host_s"] + c["layer_bwd_host_s"])
+
+    stall = hw.eff.moe_host_layer_s
+    assert host("torchtitan", 1) == 0.0 and host("megatron-core", 1) >= stall  # no EP dispatch, no sync
+    assert host("torchtitan", 8) == pytest.approx(stall)  # the EP dispatch syncs; no per-expert host term
+    assert host("megatron-core", 8) >= stall
+    # 128 local experts: one grouped kernel per projection instead of one launch per expert
+    st_mc = _stage(catalog, "hgx-b200", ep=1)
+    st_tt = replace(st_mc, moe_grouped_mm=True)
+    f_mc, b_mc = grouped_gemm_train_time(st_mc, 256.0, 1536.0, 2048.0, 128.0, in_bytes=2.0)
+    f_tt, b_tt = grouped_gemm_train_time(st_tt, 256.0, 1536.0, 2048.0, 128.0, in_bytes=2.0)
+    assert float(f_mc - f_tt) == pytest.approx(127 * hw.eff.kernel_overhead_s)
+    assert float(b_mc - b_tt) == pytest.approx(2 * 127 * hw.eff.kernel_overhead_s)

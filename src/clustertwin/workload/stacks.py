@@ -82,6 +82,13 @@ class SoftwareStack:
     # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
     # zb-h1 (zero bubble), dualpipe (DeepSeek's bidirectional pipeline with EP overlap)
     pipeline_schedules: tuple[str, ...] = ("1f1b",)
+    # how the routed experts' GEMMs run: "te-grouped-linear" (Megatron: TE GroupedLinear, one GEMM kernel per
+    # local expert, prepared and launched per expert on the host, and the dropless dispatcher copies the
+    # tokens-per-expert counts to the host in every MoE layer, EP 1 included) or "grouped-mm" (torchtitan:
+    # torch._grouped_mm, one kernel for all local experts with device-side offsets; the only device-to-host
+    # sync is its EP dispatch's all-to-all split sizes, torchtitan/distributed/expert_parallel.py
+    # _token_dispatch: "this would incur a device-to-host sync", so none at EP 1)
+    moe_experts_impl: str = "te-grouped-linear"
     frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
 
     def engine_options(self) -> dict[str, Any]:
@@ -270,7 +277,7 @@ register_stack(
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
         # not say it enabled async TP is modelled with the default.
-        tp_overlap=False,
+        tp_overlap=False, moe_experts_impl="grouped-mm",
         compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 # torchtitan before 2025: the same stack, but the loss was not compiled (train.py: "TODO: compiling loss

@@ -44,6 +44,12 @@ and ``moe_host_expert`` x local experts (H, sourced: TE GroupedLinear prepares, 
 every expert's GEMMs separately; TE issues #1499, #2897), which hides under the block's own GPU work
 (``gpu_*_s``: its GEMMs, permutation kernels and all-to-alls): idle = S + max(0, H - gpu).
 
+Stacks (``SoftwareStack.moe_experts_impl``): the above is Megatron's (TE GroupedLinear). torchtitan runs the
+experts as one ``torch._grouped_mm`` per projection (no per-expert kernels or host preparation) and syncs
+with the host only for its EP all-to-all split sizes, so it has no ``moe_host_expert`` term and the stall
+S only at EP > 1 (ASSUMPTION: the same S as Megatron's per platform; no torchtitan MoE run is in the
+validation set to fit it).
+
 Routing: balanced (every local expert gets the same m). The published MoE benchmarks force balanced
 routing (``--moe-router-force-load-balancing``; validation README), so no imbalance factor is applied;
 with a capacity factor and padding to capacity (``tokendrop`` runs) m is the capacity, which under
@@ -85,8 +91,12 @@ def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
         return z, z
     eff = st.hw.eff
     _, local = tokens_per_expert(st)
-    host = eff.moe_host_expert_s * local
-    stall = eff.moe_host_layer_s  # exposed whole: the GPU queue is empty at the sync
+    if st.moe_grouped_mm:  # torch._grouped_mm: one launch for all experts; sync only in the EP dispatch
+        host = np.zeros_like(local)
+        stall = np.where(st.e > 1, eff.moe_host_layer_s, 0.0)
+    else:
+        host = eff.moe_host_expert_s * local
+        stall = eff.moe_host_layer_s  # exposed whole: the GPU queue is empty at the sync
     return (stall / 3.0 + np.maximum(0.0, host / 3.0 - gpu_fwd_s),
             2.0 * stall / 3.0 + np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s))
 
@@ -95,7 +105,8 @@ def grouped_gemm_train_time(st: Stage, M, N, K, experts, *, in_bytes: float):
     """(forward, backward) of one GroupedLinear: ``experts`` GEMMs of [M, N, K] each, one kernel per
     expert (fprop; dgrad + wgrad in the backward), their tiles sharing the SMs (see module docstring)."""
     hw = st.hw
-    extra = np.maximum(np.asarray(experts, dtype=float) - 1.0, 0.0) * hw.eff.kernel_overhead_s
+    per_expert = 0.0 if st.moe_grouped_mm else 1.0  # torch._grouped_mm: one kernel for all experts
+    extra = per_expert * np.maximum(np.asarray(experts, dtype=float) - 1.0, 0.0) * hw.eff.kernel_overhead_s
     f = gemm_time(hw, M, N, K, experts, in_bytes=in_bytes) + extra
     b = (gemm_time(hw, M, K, N, experts, in_bytes=in_bytes) + gemm_time(hw, K, N, M, experts, in_bytes=in_bytes)
          + 2.0 * extra)
