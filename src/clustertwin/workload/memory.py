@@ -132,6 +132,43 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     return np.where(rc == 2, full, per_layer), per_layer + np.where(np.logical_not(flash), scores / tp, 0.0)
 
 
+def moe_selective_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, fp8: bool = False):
+    """Bytes per layer and micro-batch that Megatron-Core's fine-grained selective recompute of a MoE model
+    (``recompute_modules=["layernorm", "moe_act"]``, + ``"mla_up_proj"`` with MLA) does not keep, averaged
+    over the layers like ``activation_bytes_per_layer``: the pre-MLP norm output (a separate TENorm in the
+    MoE layer spec, as the router reads it; counted there as the MLP input), with MLA also the input norm's
+    output (TENorm before the separate q/kv down-projections), the routed experts' activation output (the
+    saved fc2 input, top-k x expert width) and the MLA up-projections (``mla_up_proj_bytes_per_layer``).
+    transformer_config.py ``recompute_modules``: "layernorm: recompute the input_layernorm and
+    pre_mlp_layernorm (when they are not fused with the linear)", "moe_act: recompute the MoE MLP activation
+    function", "mla_up_proj: recompute the MLA up projection and RoPE applying parts"."""
+    tp_f = np.asarray(tp, dtype=float)
+    tok = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
+    sp = np.asarray(sp, dtype=bool)
+    gemm_in = 1.0 if fp8 else 2.0
+    h = model.hidden_size
+    frac = model.num_moe_layers / model.num_layers
+    norms = (1.0 + frac if model.is_mla else frac) * gemm_in * h * tok
+    norms = np.where(sp, norms / tp_f, norms)
+    act = frac * gemm_in * model.moe_topk * model.moe_ffn_hidden_size * tok / tp_f
+    out = norms + act
+    if model.is_mla:
+        out = out + mla_up_proj_bytes_per_layer(model, seq_len, micro_batch, tp, cp)
+    return out
+
+
+def mla_up_proj_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp):
+    """Bytes one MLA layer saves per micro-batch by recomputing its up-projections (Megatron-Core
+    ``recompute_modules=["mla_up_proj"]``, transformer_config.py: "recompute the MLA up projection and RoPE
+    applying parts"): the BF16 up-projected q, k, v that ``activation_bytes_per_layer`` counts (split over
+    TP) less the BF16 latents c_q, c_kv and the decoupled RoPE key kept to recompute them (replicated)."""
+    tok = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
+    a, dq, dv = model.num_attention_heads, model.qk_head_dim, model.v_dim
+    up = 2.0 * (2.0 * a * dq + a * dv) * tok / np.asarray(tp, dtype=float)
+    latents = 2.0 * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim) * tok
+    return np.maximum(up - latents, 0.0)
+
+
 NVFP4_BF16_LAYER_SHARE = 0.15  # share of the decoder layers an NVFP4 recipe keeps in BF16 (see nvfp4_layers)
 
 
@@ -394,6 +431,15 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
             opaque = nvfp4_layers(model.num_layers) / model.num_layers
         sac = op_sac_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, opaque)
         stored = np.where(rc_arr == 1, sac, stored)
+    sel = getattr(stack, "selective_recompute", "attention-core") if stack is not None else "attention-core"
+    megatron = stack is None or str(getattr(stack, "id", "")).startswith("megatron")
+    if sel == "attention-core" and megatron and model.is_moe:
+        # Megatron-Bridge's MoE recipes select the fine-grained recompute_modules "layernorm", "moe_act" (+
+        # "mla_up_proj" with MLA) rather than the attention core (docs/modelling.md; the step-time model
+        # redoes the same modules, sim/costs.py): what they discard after the forward is not kept
+        stored = np.where(np.asarray(recompute_code) == 1,
+                          stored - moe_selective_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, fp8_cache),
+                          stored)
     if stack is not None and stack.selective_recompute == "norm-mla-up":
         hai = hai_llm_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp)
         stored = np.where(np.asarray(recompute_code) == 1, hai, stored)
