@@ -179,6 +179,14 @@ def nvfp4_layers(num_layers: int) -> int:
     return int(np.floor((1.0 - NVFP4_BF16_LAYER_SHARE) * num_layers + 1e-9))
 
 
+def _rank_tokens(seq_len, micro_batch, tp, cp, sp):
+    """(tp, tokens of one micro-batch on a CP rank, sequence parallelism in effect) as arrays: the inputs
+    every per-layer activation count starts from."""
+    tp = np.asarray(tp, dtype=float)
+    tok = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
+    return tp, tok, np.asarray(sp, dtype=bool) & (tp > 1)
+
+
 def op_sac_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, opaque_share=0.0):
     """Bytes one layer keeps per micro-batch under torchtitan's per-op selective AC (``selective_ac_option =
     "op"``), arrays.
@@ -194,11 +202,7 @@ def op_sac_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, o
     on tensor subclasses, so FP8 / MXFP8 layers save what BF16 layers save (in BF16: the mm output dtype).
     MoE layers: the routed experts run ``_grouped_mm`` (not saved), the shared experts as a dense SwiGLU.
     """
-    tp = np.asarray(tp, dtype=float)
-    cp = np.asarray(cp, dtype=float)
-    b = np.asarray(micro_batch, dtype=float)
-    tok = np.asarray(seq_len, dtype=float) / cp * b
-    sp = np.asarray(sp, dtype=bool) & (tp > 1)
+    tp, tok, sp = _rank_tokens(seq_len, micro_batch, tp, cp, sp)
     h, a, g = model.hidden_size, model.num_attention_heads, model.num_kv_heads
     dq, dv = model.qk_head_dim, model.v_dim
     seq_split = np.where(sp, tp, 1.0)
@@ -239,11 +243,7 @@ def hai_llm_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp):
     so no expert output is kept for the combine's backward: an ASSUMPTION, the report does not say.
     Non-MLA attention keeps q, k, v (BF16).
     """
-    tp = np.asarray(tp, dtype=float)
-    cp = np.asarray(cp, dtype=float)
-    b = np.asarray(micro_batch, dtype=float)
-    tok = np.asarray(seq_len, dtype=float) / cp * b
-    sp = np.asarray(sp, dtype=bool) & (tp > 1)
+    tp, tok, sp = _rank_tokens(seq_len, micro_batch, tp, cp, sp)
     h, a, g = model.hidden_size, model.num_attention_heads, model.num_kv_heads
     dq, dv = model.qk_head_dim, model.v_dim
     resid = 2.0 * 2.0 * h * tok / np.where(sp, tp, 1.0)
