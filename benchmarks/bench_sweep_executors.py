@@ -18,17 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from clustertwin import load_catalog
 from clustertwin.planner.executors import LocalExecutor, RayExecutor
+from clustertwin.planner.localray import local_cluster
 from clustertwin.planner.store import ResultsStore
 from clustertwin.planner.sweep import build_sweep, run_sweep
 
@@ -39,61 +36,6 @@ def spec(rows: int) -> dict:
             "designs": {"system": ["hgx-h100", "hgx-b200"], "domains": domains, "fabric": ["ib-ndr-400g", "roce-400g"]},
             "models": ["llama3-8b", "llama3-70b", "mixtral-8x7b"], "global_batch": [256, 512], "seq_len": 4096,
             "chunk_size": 1}
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def start_head(cpus: int, tmp: str) -> tuple[subprocess.Popen, str, float]:
-    """A private one-node Ray cluster on free ports (token auth off: it is ours alone)."""
-    ray_bin = str(Path(sys.executable).with_name("ray"))
-    gcs, nm, om, al, ag, rt, me = _free_ports(7)
-    lo = 31000 + (os.getpid() % 1000) * 20
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
-    t0 = time.perf_counter()
-    p = subprocess.Popen(
-        [ray_bin, "start", "--head", f"--port={gcs}", f"--temp-dir={tmp}", "--node-ip-address=127.0.0.1",
-         "--include-dashboard=false", f"--node-manager-port={nm}", f"--object-manager-port={om}",
-         f"--dashboard-agent-listen-port={al}", f"--dashboard-agent-grpc-port={ag}", f"--runtime-env-agent-port={rt}",
-         f"--metrics-export-port={me}", f"--min-worker-port={lo}", f"--max-worker-port={lo + 19}",
-         f"--num-cpus={cpus}", "--disable-usage-stats", "--block"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", gcs), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or p.poll() is not None:
-                stop(p)
-                raise SystemExit("the Ray head did not start") from None
-            time.sleep(0.2)
-    return p, f"127.0.0.1:{gcs}", time.perf_counter() - t0
-
-
-def stop(p: subprocess.Popen) -> None:
-    """End the `ray start --block` process group this benchmark started (SIGTERM, then SIGKILL)."""
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-        p.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    try:
-        os.killpg(p.pid, signal.SIGKILL)  # anything left in the group
-    except ProcessLookupError:
-        pass
 
 
 def main() -> None:
@@ -108,31 +50,29 @@ def main() -> None:
     sw = build_sweep(spec(a.rows), cat)
     print(f"{len(sw.jobs):,} jobs in {len(sw.chunks):,} chunks, {a.workers} workers; "
           f"load average {os.getloadavg()[0]:.1f}")
-    tmp = tempfile.mkdtemp(prefix="ct-bench-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    head = None
+    tmp = tempfile.mkdtemp(prefix="ct-bench-ray-", dir="/tmp")
     rates: dict[str, list[float]] = {}
     out = {}
     try:
-        head, address, t_start = start_head(a.workers, tmp)
-        print(f"Ray head ({a.workers} CPUs) started in {t_start:.1f} s (not in the timed runs below)")
-        executors = [("local", lambda: LocalExecutor(workers=a.workers)),
-                     ("ray (running cluster)", lambda: RayExecutor(address=address))]
-        if a.cold_ray:
-            executors.append(("ray (started by the sweep)", lambda: RayExecutor(num_cpus=a.workers)))
-        for run in range(1, a.runs + 1):
-            for name, make in executors:
-                db = Path(tmp) / f"{name[:5]}-{run}.db"
-                t0, c0 = time.perf_counter(), time.process_time()
-                res = run_sweep(sw, ResultsStore(db), make())
-                dt, dc = time.perf_counter() - t0, time.process_time() - c0
-                rates.setdefault(name, []).append(len(res.rows) / dt)
-                out.setdefault(name, res.rows)
-                assert res.rows == out[name]
-                print(f"run {run} {name:>26}: {dt:6.1f} s  {len(res.rows) / dt:7.1f} rows/s  (driver CPU {dc:.1f} s; "
-                      f"load average {os.getloadavg()[0]:.1f})", flush=True)
+        t0 = time.perf_counter()
+        with local_cluster(cpus_per_node=a.workers) as address:
+            print(f"Ray head ({a.workers} CPUs) started in {time.perf_counter() - t0:.1f} s (not in the timed runs below)")
+            executors = [("local", lambda: LocalExecutor(workers=a.workers)),
+                         ("ray (running cluster)", lambda: RayExecutor(address=address))]
+            if a.cold_ray:
+                executors.append(("ray (started by the sweep)", lambda: RayExecutor(num_cpus=a.workers)))
+            for run in range(1, a.runs + 1):
+                for name, make in executors:
+                    db = Path(tmp) / f"{name[:5]}-{run}.db"
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    res = run_sweep(sw, ResultsStore(db), make())
+                    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+                    rates.setdefault(name, []).append(len(res.rows) / dt)
+                    out.setdefault(name, res.rows)
+                    assert res.rows == out[name]
+                    print(f"run {run} {name:>26}: {dt:6.1f} s  {len(res.rows) / dt:7.1f} rows/s  (driver CPU {dc:.1f} s; "
+                          f"load average {os.getloadavg()[0]:.1f})", flush=True)
     finally:
-        if head is not None:
-            stop(head)
         shutil.rmtree(tmp, ignore_errors=True)
     for name, r in rates.items():
         print(f"{name:>26}: median {statistics.median(r):.1f} rows/s over {len(r)} runs ({', '.join(f'{x:.1f}' for x in r)})")
