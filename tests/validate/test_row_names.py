@@ -169,9 +169,12 @@ def test_collective_rows_with_published_names(validation_dir):
 def test_collective_algorithm_the_row_cannot_run_falls_back_to_auto_with_a_note(validation_dir):
     cat = load_catalog()
     base = next(r for r in _rows(validation_dir, "collectives") if r["system"] == "hgx-h100")
-    rows = [dict(base, id="ag", collective="all_gather", algorithm="nvls"),
-            dict(base, id="a100", system="dgx-a100", gpu="a100-80gb", algorithm="nvls")]
+    rows = [dict(base, id="bc", collective="broadcast", algorithm="nvls"),
+            dict(base, id="a100", system="dgx-a100", gpu="a100-80gb", algorithm="nvls"),
+            dict(base, id="ag", collective="all_gather", algorithm="nvls")]
     rep = _validate_collectives(rows, cat)
     assert all(r.error_pct is not None for r in rep.rows), [r.reason for r in rep.rows]
-    assert "not modelled for all_gather" in rep.rows[0].note
+    assert "not modelled for broadcast" in rep.rows[0].note
     assert "cannot run on dgx-a100" in rep.rows[1].note
+    # NVLS all-gather is modelled inside one NVLink-SHARP domain: no fallback note
+    assert "nvls" not in rep.rows[2].note

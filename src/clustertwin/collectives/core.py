@@ -65,6 +65,21 @@ def _nvls_available(P: CollectiveParams, n, g, forced: bool):
     return (g2 >= 2) if forced else (g2 >= P.nvls_min_ranks)
 
 
+# NCCL 2.2x src/include/device.h: NCCL_MAX_NVLS_ARITY 32 (8 before 2.20); tuning/nvls.cc refuses
+# NVLS all-gather / reduce-scatter when localRanks exceeds it (the all-reduce has no such limit).
+NVLS_MAX_ARITY_AG_RS = 32
+
+
+def _nvls_ag_rs_available(P: CollectiveParams, n, g, forced: bool):
+    """NVLS all-gather / reduce-scatter: NVLink SHARP on the system, one domain only (NCCL disables
+    NVLS for nNodes > 1 unless a CollNet plugin with iallgather / ireducescatter is enabled, which
+    ``auto`` does not assume), 2..32 local ranks (NCCL_MAX_NVLS_ARITY). Same rank threshold as the
+    NVLS all-reduce for NCCL's own choice."""
+    g2, d = M._domains(n, g)
+    ok = _nvls_available(P, n, g, forced) & (d <= 1) & (g2 <= NVLS_MAX_ARITY_AG_RS)
+    return ok
+
+
 def _collnet_available(P: CollectiveParams, n, g, forced: bool):
     _, d = M._domains(n, g)
     if not P.sharp_ok:
@@ -104,8 +119,10 @@ for _alg in (
     Algorithm("all_reduce", "hier", M.hierarchical, auto=False, aliases=("2d", "hierarchical")),
     Algorithm("all_gather", "ring", lambda P, S, n, g: M.ring(P, "ag", S, n, g)),
     Algorithm("all_gather", "pat", M.pat, available=_pat_available),
+    Algorithm("all_gather", "nvls", M.nvls_ag_rs, available=_nvls_ag_rs_available, aliases=("nvlink-sharp",)),
     Algorithm("reduce_scatter", "ring", lambda P, S, n, g: M.ring(P, "rs", S, n, g)),
     Algorithm("reduce_scatter", "pat", M.pat, available=_pat_available),
+    Algorithm("reduce_scatter", "nvls", M.nvls_ag_rs, available=_nvls_ag_rs_available, aliases=("nvlink-sharp",)),
     Algorithm("broadcast", "ring", lambda P, S, n, g: M.ring(P, "bc", S, n, g)),
     Algorithm("reduce", "ring", lambda P, S, n, g: M.ring(P, "bc", S, n, g)),
     Algorithm("all_to_all", "direct", M.alltoall_direct),
@@ -253,7 +270,8 @@ def collective_time(
     system, scaleout : hardware (SystemSpec; ScaleOutTech gives the NIC line rate and efficiency).
     algo : ``auto`` (NCCL's own choice = elementwise minimum over the algorithms NCCL considers) or a
         forced algorithm: all_reduce ``ring|tree|nvls|collnet|hier``; all_gather / reduce_scatter
-        ``ring|pat``; all_to_all ``direct|pxn|pairwise``; broadcast / reduce ``ring``; send_recv ``p2p``.
+        ``ring|pat|nvls`` (nvls: one NVLink-SHARP domain only); all_to_all ``direct|pxn|pairwise``;
+        broadcast / reduce ``ring``; send_recv ``p2p``.
     catalog : optional :class:`~clustertwin.catalog.Catalog`; its ``calibration: collectives:``
         section (written by ``clustertwin calibrate``) overrides the shipped per-system constants.
     gpus_per_process : GPUs one host thread drives (keyword; default 1 = one process per GPU, as

@@ -255,6 +255,30 @@ def nvls(P: CollectiveParams, S, n, g):
     return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True), d, P.hw_net["nvlstree"])
 
 
+def nvls_ag_rs(P: CollectiveParams, S, n, g):
+    """NVLink SHARP all-gather / reduce-scatter inside one NVLink domain (NCCL >= 2.19). Simple only.
+
+    Bytes: all-gather stores each rank's shard once to the NVSwitch multicast address and every device
+    receives the gathered S; reduce-scatter has the switch read (ld_reduce) every device's S once and
+    return each its reduced S/g. Either way one direction of each device link carries S, so
+    W = S / (B_up·nvls_efficiency), the same link efficiency as the NVLS all-reduce. This is NCCL
+    2.28 src/graph/tuning.cc (tuning/nvls.cc) for AG/RS: per-channel bw = bwIntra·nvlsEfficiency·
+    (nCh−1)/nCh·(ppn−1)/ppn and busBw -> algBw by nRanks/nsteps = n/(n−1), i.e. algBw =
+    nCh·bwIntra·nvlsEfficiency·(nCh−1)/nCh (the (nCh−1)/nCh sync-channel factor is not carried, as
+    in :func:`nvls`). Latency: the NVLS NVLink latency (base + hwLat NVLS, 25 µs), as the all-reduce.
+    Across domains NCCL runs NVLS AG/RS only through a CollNet plugin that has iallgather /
+    ireducescatter (it disables NVLS for nNodes > 1 without CollNet), so d > 1 is infeasible here.
+    """
+    g, d = _domains(n, g)
+    if not P.nvls_ok:
+        return np.full((3, *np.broadcast(S, n, g).shape), INF)
+    W_s = np.where(d > 1, INF, S / (_bw_up(P, g) * P.nvls_efficiency))
+    lat_s = np.broadcast_to(P.base["nvls"][2] + P.hw_intra["nvls"][2], np.shape(W_s))
+    lat = np.stack(np.broadcast_arrays(lat_s, lat_s, lat_s))
+    W = np.stack(np.broadcast_arrays(W_s, W_s, W_s))
+    return _finish(P, lat, W, _protocol_mask(P, d, simple_only=True) & (d <= 1), d)
+
+
 def collnet(P: CollectiveParams, S, n, g):
     """IB SHARP (CollNetDirect) all-reduce: reduce-scatter/all-gather inside the domain, every domain
     sends and receives S once to the switch tree. Latency (tuning.cc): base + 2·(min(1,g−1)·intraLat +
