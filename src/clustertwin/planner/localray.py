@@ -66,9 +66,9 @@ def stop(p: subprocess.Popen) -> None:
         pass
 
 
-def _wait_for_nodes(address: str, nodes: int, timeout_s: float) -> None:
+def _wait_for_nodes(address: str, nodes: int, timeout_s: float, tmp: str) -> None:
     """Wait until ``nodes`` nodes are alive, asked from a fresh process (the caller may hold state of an
-    earlier Ray session)."""
+    earlier Ray session); on failure the error carries the tail of each worker node's log in ``tmp``."""
     probe = (f"import ray, time\nray.init(address={address!r}, include_dashboard=False, log_to_driver=False, "
              f"configure_logging=False)\nt = time.monotonic() + {timeout_s}\n"
              f"while len([n for n in ray.nodes() if n['Alive']]) < {nodes} and time.monotonic() < t:\n"
@@ -76,7 +76,8 @@ def _wait_for_nodes(address: str, nodes: int, timeout_s: float) -> None:
     out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **RAY_ENV}, capture_output=True,
                          text=True, timeout=timeout_s + 60)
     if out.stdout.strip().splitlines()[-1:] != [str(nodes)]:
-        raise InputError(f"the local Ray cluster did not reach {nodes} nodes: {out.stderr[-1000:]}")
+        logs = " ".join(p.read_text()[-2000:] for p in sorted(Path(tmp).glob("node*.log")))
+        raise InputError(f"the local Ray cluster did not reach {nodes} nodes: {out.stderr[-1000:]} {logs}")
 
 
 @contextmanager
@@ -111,7 +112,7 @@ def local_cluster(cpus_per_node: int = 1, nodes: int = 1, *, timeout_s: float = 
                  *_node_args(cpus_per_node, 50 * i)], env=env, start_new_session=True,
                 stdout=open(os.path.join(tmp, f"node{i + 1}.log"), "w"), stderr=subprocess.STDOUT))
         if nodes > 1:
-            _wait_for_nodes(address, nodes, timeout_s)
+            _wait_for_nodes(address, nodes, timeout_s, tmp)
         yield address
     finally:
         for p in reversed(procs):
