@@ -198,7 +198,9 @@ def _mape(tables: list[_RowTable], values, consts) -> float:
 
 
 def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: dict[str, dict[str, float]],
-                sweeps: int = 2) -> dict[str, dict[str, float]]:
+                sweeps: int = 2, origin: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, float]]:
+    """Coordinate-descent fit (module docstring). ``origin``, when given, is filled with how each group's value
+    was set: ``fit`` (grid minimum over its rows), ``median of other chips`` or ``prior`` (no fit rows)."""
     values = {k: dict(v) for k, v in start.items()}
     for _ in range(sweeps):
         for c in consts:
@@ -214,9 +216,13 @@ def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: di
     for c in consts:
         fitted = [values[c.key][g] for g in c.groups if any(t.group[c.key] == g for t in tables)]
         for g in c.groups:
-            if not any(t.group[c.key] == g for t in tables):
-                values[c.key][g] = (float(statistics.median(fitted)) if fitted and c.scope == "chip"
-                                    else prior_value(c))
+            has_rows = any(t.group[c.key] == g for t in tables)
+            if not has_rows:
+                median = bool(fitted) and c.scope == "chip"
+                values[c.key][g] = float(statistics.median(fitted)) if median else prior_value(c)
+            if origin is not None:
+                origin.setdefault(c.key, {})[g] = ("fit" if has_rows else
+                                                   "median of other chips" if median else "prior")
     return values
 
 
@@ -274,7 +280,8 @@ def cross_validate(rows: list[dict[str, str]], column: str = "source", *, catalo
     fold_values: list[dict[str, dict[str, float]]] = []
     for name, held in groups.items():
         train = [t for t in tables if by_id[t.id] != name]
-        vals = _fit_tables(train, consts, start)
+        how: dict[str, dict[str, str]] = {}
+        vals = _fit_tables(train, consts, start, origin=how)
         fold_values.append(vals)
         errs = []
         for t in held:
@@ -282,9 +289,12 @@ def cross_validate(rows: list[dict[str, str]], column: str = "source", *, catalo
             e = 100.0 * (pred - t.measured) / t.measured
             errs.append(e)
             out_rows.append({"id": t.id, "fold": name, "measured": t.measured, "predicted": pred, "error_pct": e})
+        moved = [{"key": c.key, "group": g, "value": vals[c.key][g], "refit_all_rows": all_fit[c.key][g],
+                  "origin": how[c.key][g]}
+                 for c in consts for g in c.groups if abs(vals[c.key][g] - all_fit[c.key][g]) > 1e-9]
         folds.append({"fold": name, "n": len(held), "mape_pct": float(np.mean(np.abs(errs))),
                       "bias_pct": float(np.mean(errs)), "max_abs_error_pct": float(np.max(np.abs(errs))),
-                      "values": vals})
+                      "values": vals, "origin": how, "moved": moved})
     cv_mape = float(np.mean([abs(r["error_pct"]) for r in out_rows])) if out_rows else float("nan")
     constants = []
     for c in consts:

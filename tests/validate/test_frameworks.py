@@ -119,6 +119,17 @@ def test_cross_validation_refits_per_fold(validation_dir):
         assert f["values"]["step_overhead_s"]["all"] in grids["step_overhead_s"]
     a100 = next(c for c in cv.constants if c["key"] == "gemm_mamf_scale" and c["group"] == "a100")
     assert a100["rows"] == n_a100
+    # per fold: how each value was set, and the values that differ from the all-row refit
+    refit = {(c["key"], c["group"]): c["refit_all_rows"] for c in cv.constants}
+    lf = next(f for f in cv.folds if f["fold"] == "llm-foundry")
+    assert lf["origin"]["fsdp_overlap"]["llm-foundry"] == "prior"  # no llm-foundry row left to fit it
+    assert lf["origin"]["gemm_mamf_scale"]["a100"] == "fit"
+    for f in cv.folds:
+        for m in f["moved"]:
+            assert m["value"] == f["values"][m["key"]][m["group"]] != refit[(m["key"], m["group"])]
+            assert m["origin"] == f["origin"][m["key"]][m["group"]]
+        assert {(m["key"], m["group"]) for m in f["moved"]} == {
+            k for k, v in refit.items() if abs(f["values"][k[0]][k[1]] - v) > 1e-9}
 
 
 def test_cli_validate_by_and_cv_json(validation_dir, tmp_path):

@@ -305,6 +305,15 @@ def validate_cmd(
                        f"{k['fold_min']:g}-{k['fold_max']:g}" if k["fold_min"] is not None else "-", str(k["rows"]))
         if cvr.constants:
             console.print(kt)
+            mt = Table(title="per-fold constants that differ from the all-row refit (a value far from it in one "
+                             "fold is fitted on few rows there, or set without rows)")
+            for c in ("held-out " + cvr.column, "constant", "group", "fold value", "all rows", "set by"):
+                mt.add_column(c)
+            for fo in cvr.folds:
+                for m in fo.get("moved", []):
+                    mt.add_row(fo["fold"][:50], m["key"], m["group"], f"{m['value']:g}", f"{m['refit_all_rows']:g}",
+                               m["origin"])
+            console.print(mt)
         console.print(f"cross-validated MAPE {cvr.mape_pct:.2f}% over {len(cvr.rows)} rows "
                       f"(in-sample with the shipped constants {cvr.in_sample_mape_pct:.2f}%)"
                       + (f"; not modelled: {', '.join(cvr.skipped)}" if cvr.skipped else ""))
