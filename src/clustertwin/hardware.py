@@ -46,10 +46,12 @@ class Accelerator:
     def peak(self, dtype: str) -> float:
         """Dense peak for ``dtype``; falls back to the closest precision the chip runs.
 
-        mxfp8 falls back to fp8, nvfp4 to fp4, fp16 to bf16 and vice versa. Returns 0 when the
-        chip cannot run the precision at all (e.g. fp8 on A100).
+        mxfp8 falls back to fp8, nvfp4 to fp4, fp16 to bf16 and vice versa, tf32 to fp32 (a chip without
+        TF32 tensor cores, e.g. V100, runs a TF32-enabled job's matmuls in FP32 on CUDA cores). Returns 0
+        when the chip cannot run the precision at all (e.g. fp8 on A100).
         """
         order = {
+            "tf32": ("tf32", "fp32"),
             "mxfp8": ("mxfp8", "fp8"),
             "fp8": ("fp8",),
             "nvfp4": ("nvfp4", "fp4"),

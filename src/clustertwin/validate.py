@@ -271,6 +271,27 @@ def _closest_fabric(name: str, gbps: float, catalog) -> tuple[Any, str]:
     return resolve_fabric(name, gbps, catalog)
 
 
+def _wide_dtype_note(out: dict[str, str], gpu: str, catalog) -> str:
+    """The note of a TF32 / FP32 row (what a 32-bit step is modelled with); a TF32 row on a chip without TF32
+    tensor cores (V100) becomes fp32, as the job ran. "" for other precisions."""
+    from .workload.plan import WIDE_DTYPES
+
+    dt = out.get("precision", "")
+    if dt not in WIDE_DTYPES:
+        return ""
+    acc = catalog.accelerators.get(gpu) if gpu else None
+    if acc is None and out.get("system") in catalog.systems:
+        acc = catalog.systems[out["system"]].accelerator
+        gpu = acc.id
+    lead = ""
+    if dt == "tf32" and acc is not None and not acc.peak_flops.get("tf32"):
+        out["precision"] = dt = "fp32"
+        lead = f"{gpu} has no TF32 tensor cores: a TF32 job runs its matmuls in FP32 on CUDA cores (modelled as fp32); "
+    peak = f"{acc.peak(dt) / 1e12:g} TFLOP/s " if acc is not None else ""
+    return (lead + f"{dt} step: GEMMs at the {peak}{dt.upper()} peak with the chip's BF16 MAMF fraction (assumed), "
+            "4-byte weights, activations, gradients and collectives, unfused attention (no 32-bit FlashAttention)")
+
+
 def resolve_row(row: dict[str, str], catalog) -> tuple[dict[str, str], list[str]]:
     """The row with its gpu / system / precision columns as catalog names (catalog/names.py), the blank
     NIC columns filled from a published system's alias entry, and the notes saying what was assumed. A row
@@ -304,6 +325,7 @@ def resolve_row(row: dict[str, str], catalog) -> tuple[dict[str, str], list[str]
             note += "; the row's blank " + ", ".join(filled) + f" taken from {sys_name!r}"
         notes.append(note)
     _fill_columns(out, notes)
+    notes.append(_wide_dtype_note(out, gpu, catalog))
     return out, [n for n in notes if n]
 
 

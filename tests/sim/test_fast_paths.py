@@ -144,6 +144,10 @@ OPTION_CASES = [
                                       pipeline_schedule="zb-h1", stack="megatron-zero-bubble")),
     ("gpt3-175b", "dgx-a100", dict(gpus=1536, tp=8, pp=16, global_batch=1536, seq_len=2048, zero=3,
                                    stack="deepspeed-zero3-2021", recompute="full")),
+    # 32-bit steps: 4-byte elements everywhere, unfused attention; TF32 on a chip without TF32 (V100 -> FP32)
+    ("mixtral-8x7b", "hgx-h100", dict(gpus=64, tp=2, cp=2, ep=8, global_batch=64, seq_len=4096, dtype="tf32",
+                                      recompute="full")),
+    ("megatron-3.6b", "dgx-1", dict(gpus=16, tp=2, pp=2, global_batch=64, seq_len=2048, dtype="tf32", zero=1)),
 ]
 
 

@@ -131,7 +131,7 @@ def estimate_cmd(
     global_batch: _int_opt("--global-batch", "Sequences per step.") = None,
     seq_len: _int_opt("--seq-len", "Sequence length (default: the model's).") = None,
     recompute: Annotated[str | None, typer.Option("--recompute", help="none | selective | full")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16 | fp16 | fp8 | mxfp8 | nvfp4 | tf32 | fp32")] = None,
     sequence_parallel: Annotated[bool | None, typer.Option("--sp/--no-sp", help="Sequence parallelism (default on when tp > 1).")] = None,
     overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Communication overlap (Megatron-Core/TE).")] = None,
     stack: StackOpt = None,

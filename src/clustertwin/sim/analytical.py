@@ -31,7 +31,7 @@ from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, m
 from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
 from ..workload.pipeline import schedule_code, stage_layout
-from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, ParallelPlan, check_plan
+from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, WIDE_DTYPES, ParallelPlan, check_plan
 from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
@@ -394,6 +394,12 @@ def _assumptions(model: ModelSpec, system: SystemSpec, hw: Hardware, plan: Paral
             "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
             bandwidth_assumption(hw),
         ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()] + moe_assumptions(model, hw)
+        if plan.dtype in WIDE_DTYPES:
+            lines.append(f"{plan.dtype} step: 4-byte weights, activations, gradients and collective payloads; GEMMs at "
+                         "the BF16 MAMF fraction of the 32-bit peak (assumed: no TF32/FP32 MAMF measured)")
+            if plan.dtype == "tf32" and not system.accelerator.peak_flops.get("tf32"):
+                lines.append(f"{system.accelerator.id} has no TF32 tensor cores: tf32 matmuls run at its FP32 "
+                             "CUDA-core peak")
         flag = uncalibrated_note(system.accelerator.id)
         if flag:
             lines.insert(0, flag)

@@ -72,7 +72,8 @@ def _gemm_time(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0, peak=
     eta = (hw.mamf if mamf is None else mamf) * eta_wave * eta_tile * eta_k
     flops = 2.0 * M * N * K * batch
     t_c = flops / ((hw.peak if peak is None else peak) * eta)
-    t_m = ((M * K + K * N) * in_bytes + M * N * 2.0) * batch / (hw.hbm_bw * e.hbm_efficiency)
+    out_bytes = np.maximum(in_bytes, 2.0)  # output: BF16 for 16-bit / FP8 / FP4 inputs, FP32 for TF32 / FP32
+    t_m = ((M * K + K * N) * in_bytes + M * N * out_bytes) * batch / (hw.hbm_bw * e.hbm_efficiency)
     return np.maximum(t_c, t_m) + e.kernel_overhead_s
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .model import ModelSpec
+from .plan import WIDE_DTYPES
 
 ACT_BYTES = 2.0
 WEIGHT_BYTES = 2.0
@@ -387,6 +388,14 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
     params = dense + expert
     sharded = dense / d_dense + expert / d_exp
     impl = getattr(stack, "fsdp_impl", "megatron-fsdp") if stack is not None else "megatron-fsdp"
+    # TF32 / FP32 training (workload.plan.WIDE_DTYPES): FP32 weights (4 B, themselves Adam's parameters: no
+    # separate master copy), FP32 gradients, 4-byte activations and gathered weights, no FlashAttention
+    wide = dtype in WIDE_DTYPES
+    wb = 4.0 if wide else WEIGHT_BYTES
+    master = 0.0 if wide else 4.0
+    if wide:
+        grad_bytes = max(float(grad_bytes), 4.0)
+        flash = False
     # PyTorch FSDP (1 and 2) with mixed precision shards the FP32 parameters themselves (they are Adam's
     # master copy) and their FP32 gradients; Adam adds m and v: 4 + 4 + 8 = 16 B per sharded parameter
     # (MODELLING.md 2.1 "FSDP/ZeRO-3 (FP32 sharded master, BF16 gather): 16/d"); BF16 copies exist only
@@ -394,28 +403,28 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
     torch_fsdp = (zero >= 3) & (impl in ("fsdp1", "fsdp2"))
     # Adam's m and v: FP32 (4 B each) unless the stack keeps them in BF16 (DeepSeek-V3 Sec. 3.3.3)
     moments = 2.0 * float(getattr(stack, "adam_moment_bytes", 4.0) if stack is not None else 4.0)
-    opt_b = OPT_BYTES - 8.0 + moments  # FP32 master + moments
-    weights = np.where(zero >= 3, np.where(torch_fsdp, 4.0, WEIGHT_BYTES) * sharded, WEIGHT_BYTES * params)
+    opt_b = master + moments  # FP32 master (OPT_BYTES - 8 B; none in a 32-bit step) + moments
+    weights = np.where(zero >= 3, np.where(torch_fsdp, 4.0, wb) * sharded, wb * params)
     grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
-    optim = np.where(zero >= 1, np.where(torch_fsdp, opt_b - 4.0, opt_b) * sharded, opt_b * params)
+    optim = np.where(zero >= 1, np.where(torch_fsdp, opt_b - master, opt_b) * sharded, opt_b * params)
     # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
     n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
     emb_out = model.vocab_size * model.hidden_size / tp_f * (1.0 if model.tied_embeddings else 2.0)
     layer_params = np.where(impl == "fsdp2", np.maximum(params - emb_out, 0.0), params) / n_dec
-    weights = weights + np.where(zero >= 3, 2.0 * WEIGHT_BYTES * layer_params, 0.0)
+    weights = weights + np.where(zero >= 3, 2.0 * wb * layer_params, 0.0)
     # ... and the unsharded gradients of the unit being reduce-scattered (MODELLING.md 2.1, FSDP row)
     grads = grads + np.where(zero >= 3, grad_bytes * layer_params, 0.0)
     if impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
-        weights = weights + np.where(held, WEIGHT_BYTES * params, 0.0)
+        weights = weights + np.where(held, wb * params, 0.0)
         grads = grads + np.where(held, grad_bytes * params, 0.0)
         # without PP, torchtitan keeps the last unit ([norm, output]) gathered from forward into backward
         # (reshard_after_forward off for it: "FSDP would prefetch it immediately"), and its BF16 weight
         # gradient, computed first, lives until that unit's reduce-scatter: 2 x 2 B x V h at the peak
         out_layer = model.vocab_size * model.hidden_size / tp_f
         root = (zero >= 3) & (pp_f == 1)
-        weights = weights + np.where(root, WEIGHT_BYTES * out_layer, 0.0)
-        grads = grads + np.where(root, WEIGHT_BYTES * out_layer, 0.0)
+        weights = weights + np.where(root, wb * out_layer, 0.0)
+        grads = grads + np.where(root, wb * out_layer, 0.0)
 
     lowp = dtype in LOW_PRECISION_DTYPES if dtype is not None else bool(fp8)
     # FP8 / MXFP8 / NVFP4 linears that keep their saved inputs in 8 bit (Transformer Engine; DeepSeek's FP8
@@ -443,6 +452,8 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
     if stack is not None and stack.selective_recompute == "norm-mla-up":
         hai = hai_llm_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp)
         stored = np.where(np.asarray(recompute_code) == 1, hai, stored)
+    if wide:  # every saved activation at 4 B: the 2-byte terms double (the 1-byte dropout masks too: <= 2 sbh over)
+        stored, working = 2.0 * stored, 2.0 * working
     first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group, model=model,
                                            schedule=schedule, dual_rank=dual_rank)
     extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)

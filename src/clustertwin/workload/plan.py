@@ -15,7 +15,10 @@ from .model import ModelSpec
 
 RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
-DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")
+DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "tf32", "fp32")
+# 32-bit training (no mixed precision): 4-byte weights, activations, GEMM inputs and gradients; "tf32" runs its
+# GEMMs on TF32 tensor cores (Ampere and newer), "fp32" on FP32 CUDA cores. Neither has FlashAttention kernels.
+WIDE_DTYPES = ("tf32", "fp32")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,9 +126,17 @@ def make_plan(
     from .stacks import get_stack
 
     st = get_stack(stack)
-    flash_attention = st.flash_attention if flash_attention is None else flash_attention
+    wide = dtype in WIDE_DTYPES
+    if wide and flash_attention:
+        raise InputError(f"--dtype {dtype}: FlashAttention / cuDNN fused attention has no 32-bit kernels",
+                         hint="leave flash attention to the default (unfused attention for tf32/fp32) or use bf16")
+    # TF32 / FP32 steps: FlashAttention has no 32-bit kernels (unfused attention, the stack's default is
+    # overridden) and the gradients are FP32, so they are reduced in 4 bytes whatever the stack's setting
+    flash_attention = (False if wide else st.flash_attention) if flash_attention is None else flash_attention
     overlap = st.overlap if overlap is None else overlap
     grad_reduce_bytes = st.grad_reduce_bytes if grad_reduce_bytes is None else grad_reduce_bytes
+    if wide:
+        grad_reduce_bytes = max(int(grad_reduce_bytes), 4)
     cp_comm = st.cp_comm if cp_comm is None else cp_comm
     if zero is None:  # the stack's default: the distributed optimizer where it has one
         zero = 1 if 1 in st.zero_stages else st.zero_stages[0]

@@ -132,13 +132,18 @@ def core(st: Stage) -> AttentionCore:
         zero = np.zeros_like(tok)
         return AttentionCore(attn_f * np.ones_like(tok), attn_b * np.ones_like(tok), zero, zero)
     bh = b * heads
-    pk = hw.peak_bf16
-    qk_f = gemm_time(hw, s_q, s, dq, bh, in_bytes=2.0, peak=pk)
-    pv_f = gemm_time(hw, s_q, dv, s, bh, in_bytes=2.0, peak=pk)
-    qk_b = gemm_time(hw, s_q, dq, s, bh, peak=pk) + gemm_time(hw, s, dq, s_q, bh, peak=pk)
-    pv_b = gemm_time(hw, s_q, s, dv, bh, peak=pk) + gemm_time(hw, s, dv, s_q, bh, peak=pk)
+    # unfused: batched GEMMs at the BF16 peak (FP8/FP4 recipes keep attention in BF16), or with a TF32 / FP32
+    # step at that dtype's peak on 4-byte operands; the score kernels move act_bytes per element
+    ab = st.act_bytes
+    wide = ab > 2.0
+    pk = hw.peak if wide else hw.peak_bf16
+    qk_f = gemm_time(hw, s_q, s, dq, bh, in_bytes=ab, peak=pk)
+    pv_f = gemm_time(hw, s_q, dv, s, bh, in_bytes=ab, peak=pk)
+    qk_b = gemm_time(hw, s_q, dq, s, bh, in_bytes=ab, peak=pk) + gemm_time(hw, s, dq, s_q, bh, in_bytes=ab, peak=pk)
+    pv_b = gemm_time(hw, s_q, s, dv, bh, in_bytes=ab, peak=pk) + gemm_time(hw, s, dv, s_q, bh, in_bytes=ab, peak=pk)
     scores = b * heads * s_q * s
     drop = 5.0 if model.dropout else 0.0
+    w = ab / 2.0  # 1.0 for 16-bit scores (exact: the 16-bit sums are unchanged)
     return AttentionCore(qk_f + pv_f, qk_b + pv_b,
-                         mem_time(hw, scores * (4.0 + drop), 2),  # scale-mask-softmax r/w, dropout r/w/mask
-                         mem_time(hw, scores * (6.0 + drop), 2))
+                         mem_time(hw, scores * (4.0 + drop) * w, 2),  # scale-mask-softmax r/w, dropout r/w/mask
+                         mem_time(hw, scores * (6.0 + drop) * w, 2))

@@ -18,7 +18,7 @@ from .stage import Stage
 
 def cp_comm(st: Stage):
     hw, c = st.hw, st.c
-    kv_bytes = st.b * (st.s / c) * kv_elems_per_token(st) * 2.0
+    kv_bytes = st.b * (st.s / c) * kv_elems_per_token(st) * st.act_bytes
     r_cp = ranks_per_domain(c, st.t, hw.domain)
     if st.cp_comm == "allgather":
         ag_kv = collective_time(ALL_GATHER, kv_bytes * c, c, r_cp, hw)

@@ -25,7 +25,7 @@ def elementwise(st: Stage):
     f_eff = (1 - st.frac_moe) * float(model.ffn_hidden_size)
     act_elems = (3.0 if model.swiglu else 2.0) * f_eff / t
     rope = 0.0 if model.dropout else 2.0 * (a + g) * dq
-    mem_f_bytes = 2.0 * (h_elems * h * tok_sp + act_elems * tok + rope / t * tok)
+    mem_f_bytes = st.act_bytes * (h_elems * h * tok_sp + act_elems * tok + rope / t * tok)  # 2 B (4: TF32/FP32)
     fwd, bwd = mem_time(st.hw, mem_f_bytes, 8), mem_time(st.hw, 2.0 * mem_f_bytes, 12)
     if st.fp8:  # FP8/FP4 casts of the dense linear layers' operands (fp8.py; MoE experts: moe.py)
         dq = float(model.qk_head_dim)

@@ -15,7 +15,7 @@ from .stage import Stage
 def logits(st: Stage):
     model, hw, t, tok = st.model, st.hw, st.t, st.tok
     h, V = float(model.hidden_size), float(model.vocab_size)
-    lf, lb = gemm_train_time(hw, tok, V / t, h, in_bytes=2.0)
+    lf, lb = gemm_train_time(hw, tok, V / t, h, in_bytes=st.act_bytes)  # BF16 (FP32 in a TF32 / FP32 step)
     ce = mem_time(hw, tok * V / t * 16.0, 4)
     logits_f = lf + 0.4 * ce
     logits_b = lb + 0.6 * ce

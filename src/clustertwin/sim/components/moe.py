@@ -132,17 +132,18 @@ def moe_layer(st: Stage) -> MoELayer:
         sf, sb = gemm_train_time(hw, tok, mats * fsh / t, h, in_bytes=ib)
         sf2, sb2 = gemm_train_time(hw, tok, h, fsh / t, in_bytes=ib)
         moe_f, moe_b = moe_f + sf + sf2, moe_b + sb + sb2
-    rf, rb = gemm_train_time(hw, tok_rank, E, h, in_bytes=2.0)  # router in BF16
+    ab = st.act_bytes  # 16-bit activations (4 B in a TF32 / FP32 step)
+    rf, rb = gemm_train_time(hw, tok_rank, E, h, in_bytes=ab)  # router in BF16 (FP32 in a 32-bit step)
     moe_f, moe_b = moe_f + rf, moe_b + rb
 
     # ---- HBM-bound kernels ----
     rows = m_exp * local  # token-expert rows this rank's experts process (= T*k*etp under balance)
     router = mem_time(hw, tok_rank * E * 4.0 * 8.0, 10)  # FP32 logits/scores/top-k/aux loss, ~4 r/w passes
     sort = np.where((e > 1) & (local > 1), 1.0, 0.0)  # received chunks re-sorted by expert and back
-    perm_bytes = 2.0 * h * (2.0 * (tok_rank + tok_rank * k) + 4.0 * sort * rows)
+    perm_bytes = ab * h * (2.0 * (tok_rank + tok_rank * k) + 4.0 * sort * rows)
     perm = mem_time(hw, perm_bytes, 2.0 + 2.0 * sort)
-    act_f_bytes = 2.0 * rows * (mats + 1.0) * fe / etp_f
-    act_b_bytes = 2.0 * rows * (2.0 * mats + 1.0) * fe / etp_f
+    act_f_bytes = ab * rows * (mats + 1.0) * fe / etp_f
+    act_b_bytes = ab * rows * (2.0 * mats + 1.0) * fe / etp_f
     act_f, act_b = mem_time(hw, act_f_bytes, 1), mem_time(hw, act_b_bytes, 1)
     if model.glu_clamp and model.swiglu:
         # clamped GLU (GPT-OSS): Megatron-Core's weighted_bias_quick_geglu_impl clamps the two halves of the
@@ -151,7 +152,7 @@ def moe_layer(st: Stage) -> MoELayer:
         # the cat (read + write both halves: 4 U); backward the two clamp gradients (read the gradient and
         # the saved input, write the gradient: 3 U each; the cat's backward is views). The selective
         # recompute of moe_act redoes the forward part (recompute_fwd_s includes act_f).
-        u = 2.0 * rows * fe / etp_f
+        u = ab * rows * fe / etp_f
         clamp_f = mem_time(hw, 8.0 * u, 3)
         act_f, act_b = act_f + clamp_f, act_b + mem_time(hw, 6.0 * u, 2)
     cast_f = cast_b = np.zeros_like(tok)
@@ -162,5 +163,5 @@ def moe_layer(st: Stage) -> MoELayer:
                                     weight_share=np.where(st.fp8_weight_cache, 1.0 / np.maximum(st.m, 1.0), 1.0))
     mem_f = router + perm + act_f + cast_f
     mem_b = router + perm + act_b + cast_b
-    norms = mem_time(hw, 2.0 * 2.0 * 2.0 * h * st.tok_sp, 2)  # two RMSNorms, read + write h
-    return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * 2.0, act_f + norms)
+    norms = mem_time(hw, 2.0 * 2.0 * ab * h * st.tok_sp, 2)  # two RMSNorms, read + write h
+    return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * ab, act_f + norms)

@@ -17,6 +17,6 @@ from .stage import Stage
 
 def pp_p2p(st: Stage):
     hw, t, p = st.hw, st.t, st.p
-    pp_bytes = st.tok * float(st.model.hidden_size) * 2.0 / t
+    pp_bytes = st.tok * float(st.model.hidden_size) * st.act_bytes / t
     r_pp = ranks_per_domain(p, t * st.c * st.d, hw.domain)
     return collective_time(SEND_RECV, pp_bytes, np.where(p > 1, 2.0, 1.0), np.where(r_pp >= p, 2.0, 1.0), hw), pp_bytes

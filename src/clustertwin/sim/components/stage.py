@@ -10,7 +10,9 @@ the micro-batch (float arrays); ``rc`` recompute code (0 none, 1 selective, 2 fu
 stage (3 = FSDP); ``sp`` sequence parallelism in effect (bool, only with tp > 1); ``s`` the sequence
 length; ``tok`` tokens of one micro-batch on this rank (``b*s/c``), ``tok_sp`` the tokens in the SP
 regions (``tok/t`` with SP); ``m`` micro-batches per step; ``in_bytes`` bytes per GEMM input element
-of the step dtype; ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the share of MoE layers;
+of the step dtype; ``act_bytes`` bytes per element of the activations, their gradients and the gathered
+weights (2: BF16/FP16 and the FP8/FP4 recipes, whose non-GEMM tensors stay 16-bit; 4: TF32 / FP32 steps,
+``workload.plan.WIDE_DTYPES``); ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the share of MoE layers;
 ``flash``, ``cp_comm`` ("p2p" ring or "allgather"), ``grad_reduce_bytes`` from the software stack, and
 from its preset (workload/stacks.py): ``attn_speed`` (fused-attention kernel rate relative to the chip's
 FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAttention or TE's cuDNN), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ...workload.model import ModelSpec
+from ...workload.plan import WIDE_DTYPES
 from ..machine import Hardware
 
 FP8_DTYPES = ("fp8", "mxfp8")
@@ -63,6 +66,7 @@ class Stage:
     fsdp_flat: bool = False
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
     sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
+    act_bytes: float = 2.0  # bytes per activation / activation-gradient / gathered-weight element (4: TF32, FP32)
 
 
 def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_batch, recompute, zero,
@@ -81,14 +85,18 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
     s = float(seq_len)
     tok = b * s / c
     dtype = hw.dtype
+    wide = dtype in WIDE_DTYPES
     return Stage(
         model=model, hw=hw, t=t, p=np.astype(pp, float), d=d, c=c, e=np.astype(ep, float), etp=np.astype(etp, float), b=b,
         rc=rc, zero=zero, sp=spb, s=s, tok=tok, tok_sp=np.where(spb, tok / t, tok), m=np.astype(gb, float) / (d * b),
-        in_bytes=1.0 if dtype in FP8_DTYPES else (0.5 if dtype in FP4_DTYPES else 2.0),
+        in_bytes=1.0 if dtype in FP8_DTYPES else (0.5 if dtype in FP4_DTYPES else (4.0 if wide else 2.0)),
         fp8=dtype in FP8_DTYPES or dtype in FP4_DTYPES,
         frac_moe=model.num_moe_layers / model.num_layers if model.is_moe else 0.0,
-        flash=bool(flash), cp_comm=cp_comm, grad_reduce_bytes=float(grad_reduce_bytes),
-        v=np.asarray(vpp, dtype=float), sched=np.asarray(schedule), **_stack_fields(stack),
+        # FlashAttention has no 32-bit kernels; 32-bit gradients reduce in FP32 (as workload.plan.make_plan)
+        flash=bool(flash) and not wide, cp_comm=cp_comm,
+        grad_reduce_bytes=max(float(grad_reduce_bytes), 4.0) if wide else float(grad_reduce_bytes),
+        v=np.asarray(vpp, dtype=float), sched=np.asarray(schedule), act_bytes=4.0 if wide else 2.0,
+        **_stack_fields(stack),
     )
 
 

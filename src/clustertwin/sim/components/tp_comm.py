@@ -25,7 +25,7 @@ class TPComm(NamedTuple):
 
 def tp_comm(st: Stage) -> TPComm:
     hw, t = st.hw, st.t
-    tp_bytes = st.tok * float(st.model.hidden_size) * 2.0
+    tp_bytes = st.tok * float(st.model.hidden_size) * st.act_bytes
     r_tp = ranks_per_domain(t, 1.0, hw.domain)
     ar = collective_time(ALL_REDUCE, tp_bytes, t, r_tp, hw)
     ag_rs = collective_time(ALL_GATHER, tp_bytes, t, r_tp, hw) + collective_time(REDUCE_SCATTER, tp_bytes, t, r_tp, hw)
