@@ -7,7 +7,10 @@ The `own/pub` column is the model at the row's own layout over the published tok
 prediction): when best/pub is much higher than own/pub the search found a region of the space (micro-
 batch, EP, ZeRO, recompute) where the model is more optimistic than at the layout the experts ran.
 `@rowEP/pub` (MoE rows): the best plan with expert parallelism fixed to the row's, which separates the
-EP choice from the rest of the search gap. `best/known` compares with the fastest published run of the
+EP choice from the rest of the search gap; `@rowMB/pub` the same with the micro-batch fixed to the row's
+(the dropless dispatcher's host stall is per micro-batch, so larger micro-batches amortise it). After the
+table, each row above 1.30 lists where its best plan gains or pays against the row's own layout, per
+step-time term (best - row, seconds; `planner.fromrow.breakdown_delta`, as `plan --from-row` prints). `best/known` compares with the fastest published run of the
 same job (model, system, GPUs, precision, global batch, sequence length) over the Megatron-Bridge
 releases (benchmarks/data/megatron_bridge_best_known.csv, sourced): where a later release ran the job
 faster than the row, the row's layout or software was not the best the experts found, and the later
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from clustertwin import load_catalog
 from clustertwin.errors import InputError
-from clustertwin.planner.fromrow import published_tokens_per_s, request_from_row, row_layout
+from clustertwin.planner.fromrow import breakdown_delta, published_tokens_per_s, request_from_row, row_layout
 from clustertwin.planner.planning import plan
 from clustertwin.planner.space import SpaceOptions
 from clustertwin.sim.engines import get_engine
@@ -83,9 +86,11 @@ def main() -> None:
     rows = [r for r in read_rows(packaged_path("training")) if (r.get("framework") or "").strip() == a.framework]
     keys = ("tp", "pp", "dp", "cp", "ep")
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
-    print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<22} "
-          f"{'best layout':<22} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} {'s':>5}")
+    print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<35} "
+          f"{'best layout':<35} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} "
+          f"{'@rowMB/pub':>10} {'s':>5}")
     ratios, in_top, failed, moe, vs_known, later, later_rows, refused = [], 0, [], [], [], [], [], []
+    gains = []
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -110,6 +115,10 @@ def main() -> None:
         if is_moe:  # the best plan with EP fixed to the row's: how much of the gap is the EP choice
             req_ep, _ = request_from_row(r, cat, top_k=1, options=SpaceOptions(fixed={"ep": (int(lay["ep"]),)}))
             at_ep = plan(req_ep, cat).plans[0]["tokens_per_s"] / pub
+            req_mb, _ = request_from_row(r, cat, top_k=1, options=SpaceOptions(fixed={"micro_batch": (int(lay["micro_batch"]),)}))
+            at_mb = plan(req_mb, cat).plans[0]["tokens_per_s"] / pub
+        else:
+            at_mb = float("nan")
         ratios.append(ratio)
         k = known.get(job_key(r))
         ref = max(pub, float(k["tokens_per_s_per_gpu"]) * float(r["num_gpus"])) if k else pub
@@ -124,9 +133,22 @@ def main() -> None:
         def fmt(p):
             return "TP{tp} PP{pp} DP{dp} CP{cp} EP{ep}".format(**{k: int(p[k]) for k in keys})
 
+        def knobs(p):
+            rc = {"none": "", "selective": " sel", "full": " full"}[str(p["recompute"])]
+            return f"V{int(p['vpp'])} mb{int(p['micro_batch'])} Z{int(p['zero'])}{rc}"
+
+        def full(p):
+            return f"{fmt(p)} {knobs(p)}".replace(" CP1", "")
+
+        if ratio > 1.30:
+            d = breakdown_delta(best["breakdown"], own_est.breakdown)
+            gains.append(f"{r['id']} ({ratio:.2f}): row {fmt(lay)} {knobs(lay)}, model {own_est.step_time_s:.2f} s -> best "
+                         f"{fmt(best)} {knobs(best)}, {best['step_time_s']:.2f} s: "
+                         + ", ".join(f"{k} {v:+.2f}" for k, v in d[:5]))
+
         print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
-              f"{fmt(lay):<22} {fmt(best):<22} {ratio:8.3f} {own:7.3f}{'*' if not own_est.fits_memory else ' '} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
-              f"{at_ep:10.3f} {time.perf_counter() - t0:5.1f}",
+              f"{full(lay):<35} {full(best):<35} {ratio:8.3f} {own:7.3f}{'*' if not own_est.fits_memory else ' '} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
+              f"{at_ep:10.3f} {at_mb:10.3f} {time.perf_counter() - t0:5.1f}",
               flush=True)
     if ratios:
         print("\n" + summary("best/published", ratios))
@@ -150,6 +172,11 @@ def main() -> None:
                 per_gpu = e.tokens_per_s / float(r["num_gpus"])
                 fit = "" if e.fits_memory else f" (model memory {e.memory_gb_per_gpu:.0f} GB > {e.memory_capacity_gb:.0f}: refused)"
                 print(f"    {r['id']}: {per_gpu / float(k['tokens_per_s_per_gpu']):.2f}{fit}")
+        if gains:
+            print("rows above 1.30 (best/pub): the row's layout and the best plan, and the five largest per-term "
+                  "differences best - row (s):")
+            for line in gains:
+                print("    " + line)
         print(f"* published layouts the memory model refuses (NVIDIA ran them; the search cannot pick them): "
               f"{len(refused)}: {', '.join(refused) or '-'}")
         print(f"published layout in the top {a.top}: {in_top} of {len(ratios)}; no plan: {len(failed)}; "

@@ -363,7 +363,7 @@ def plan(*, store_db: str | Path | None = None, store: bool = True, from_row: st
     cat = _catalog(catalog, catalog_paths)
     row_info: dict[str, Any] | None = None
     if from_row is not None:
-        from .planner.fromrow import published_tokens_per_s, request_from_row, row_layout
+        from .planner.fromrow import published_tokens_per_s, request_from_row, row_estimate, row_layout
 
         clash = [f"--{k.replace('_', '-')}" for k in ("model", "system", "gpus", "domains", "global_batch",
                                                       "seq_len", "fabric", "stack") if kw.get(k) is not None]
@@ -377,7 +377,8 @@ def plan(*, store_db: str | Path | None = None, store: bool = True, from_row: st
                                     max_idle_gpus=0 if max_idle is None else max_idle,
                                     memory_margin_gb=req.memory_margin_gb)
         defaults, store = {}, False
-        row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row)}
+        row_info = {"id": row["id"], "layout": row_layout(row), "published_tokens_per_s": published_tokens_per_s(row),
+                    "row_estimate": row_estimate(row, cat, req.engine)}
     rep = _plan(req, cat)
     defaults.update(rep.defaults_used)
     doc = rep.to_json()
@@ -399,6 +400,11 @@ def plan(*, store_db: str | Path | None = None, store: bool = True, from_row: st
         row_info["published_layout_rank"] = next(
             (p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
         row_info["best_over_published"] = (best / pub) if (best and pub) else None
+        if rep.plans:  # where the best plan gains / pays against the row's layout, per term (seconds)
+            from .planner.fromrow import breakdown_delta
+
+            row_info["best_minus_row_s"] = dict(breakdown_delta(rep.plans[0]["breakdown"],
+                                                                row_info["row_estimate"]["breakdown"]))
         doc["from_row"] = row_info
     return doc
 

@@ -9,7 +9,14 @@ import sys
 import pytest
 
 from clustertwin.errors import InputError
-from clustertwin.planner.fromrow import published_tokens_per_s, read_row, request_from_row, row_layout
+from clustertwin.planner.fromrow import (
+    breakdown_delta,
+    published_tokens_per_s,
+    read_row,
+    request_from_row,
+    row_estimate,
+    row_layout,
+)
 from clustertwin.planner.planning import plan
 
 
@@ -41,6 +48,11 @@ def test_cli_from_row_json():
     assert fr["id"] == "mbridge-265" and fr["layout"]["dp"] == 8 and fr["published_tokens_per_s"] > 0
     assert fr["best_over_published"] == pytest.approx(d["plans"][0]["tokens_per_s"] / fr["published_tokens_per_s"])
     assert "stored" not in d
+    own = fr["row_estimate"]  # the model at the row's layout (the validator's prediction of the row)
+    assert own["measured_over_predicted"] == pytest.approx(own["tokens_per_s"] / fr["published_tokens_per_s"], rel=1e-6)
+    # the per-term side-by-side is complete: the differences add up to the difference of the step times
+    assert sum(fr["best_minus_row_s"].values()) == pytest.approx(d["plans"][0]["step_time_s"] - own["step_time_s"],
+                                                                 abs=1e-6)
     bad = subprocess.run([sys.executable, "-m", "clustertwin", "plan", "--from-row", "training:mbridge-265",
                           "--gpus", "16"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--gpus" in bad.stderr and "Traceback" not in bad.stderr
@@ -64,3 +76,20 @@ def test_max_idle_gpus_takes_a_better_layout_and_says_so(catalog):
         assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == used
     with pytest.raises(InputError, match="max-idle"):
         plan(PlanRequest(max_idle_gpus=-1, **kw), catalog)
+
+
+def test_side_by_side_of_a_moe_row(catalog):
+    """mbridge-227 (Qwen3-30B-A3B, 8 B200, EP8 mb1): the best plan drops the EP all-to-all and amortises the
+    per-micro-batch dispatcher stall; breakdown_delta names exactly those terms, largest first, and each
+    term is the difference of the two breakdowns."""
+    req, row = request_from_row("training:mbridge-227", catalog, top_k=1)
+    best = plan(req, catalog).plans[0]
+    own = row_estimate(row, catalog)
+    d = breakdown_delta(best["breakdown"], own["breakdown"])
+    assert [abs(v) for _, v in d] == sorted((abs(v) for _, v in d), reverse=True)
+    for k, v in d:
+        assert v == pytest.approx(best["breakdown"].get(k, 0.0) - own["breakdown"].get(k, 0.0))
+    assert own["breakdown"]["ep_comm"] > 0 and sum(v for _, v in d) < 0  # the row's EP8 pays all-to-alls
+    if best["ep"] == 1:  # no expert parallelism, no all-to-all: the whole term is a gain
+        assert dict(d)["ep_comm"] == pytest.approx(-own["breakdown"]["ep_comm"])
+    assert breakdown_delta({"a": 1.0}, {"a": 1.0, "b": 2.0}) == [("b", -2.0)]

@@ -133,15 +133,28 @@ def plan_cmd(
                       + (f", measured {pub:,.0f} tokens/s; best plan / measured = {row_info['best_over_published']:.3f}"
                          if pub else "")
                       + (f"; the row's layout is #{rank} here" if rank else "; the row's layout is not in this list"))
+        own = row_info.get("row_estimate")
+        if own:
+            ratio = own.get("measured_over_predicted")
+            fit = "" if own["fits_memory"] else (f"; the memory model refuses it ({own['memory_gb_per_gpu']:.1f} GB > "
+                                                 f"{own['memory_capacity_gb']:.1f})")
+            console.print(f"model at the row's layout: step {own['step_time_s']:.3f} s, {own['tokens_per_s']:,.0f} tokens/s"
+                          + (f" (measured / predicted step time {ratio:.3f})" if ratio else "") + fit)
+        delta = row_info.get("best_minus_row_s") or {}
+        big = [(k, v) for k, v in delta.items() if own and abs(v) >= 0.02 * own["step_time_s"]]
+        if big:
+            console.print("best plan - row layout, per term (>= 2 % of the row's step): "
+                          + ", ".join(f"{k} {v:+.3f} s" for k, v in big))
     if stored:
         db_s = stored["db"]
         console.print(f"stored in {db_s} as {stored['id']} (`clustertwin results show {stored['id']} --db {db_s}`)")
 
 
-def _layout(p: dict[str, Any]) -> str:
+def _layout(p: dict[str, Any], show_ep: bool = False) -> str:
+    """TP PP(v) DP [CP] [EP] [ETP]; ``show_ep``: EP even at 1 (MoE lists where other layouts have EP > 1)."""
     parts = [f"TP{p['tp']}", f"PP{p['pp']}" + (f"v{p['vpp']}" if p["vpp"] > 1 else ""), f"DP{p['dp']}"]
     parts += [f"CP{p['cp']}"] if p["cp"] > 1 else []
-    parts += [f"EP{p['ep']}"] if p["ep"] > 1 else []
+    parts += [f"EP{p['ep']}"] if p["ep"] > 1 or show_ep else []
     parts += [f"ETP{p['etp']}"] if p.get("etp", 1) > 1 else []
     return "·".join(parts)
 
@@ -161,8 +174,10 @@ def _render_plans(doc: dict[str, Any]) -> None:
     for c in cols:
         t.add_column(c, justify="left" if c in ("layout", "mb ZeRO rc", "bottleneck") else "right",
                      no_wrap=c in ("layout", "mb ZeRO rc", "tokens/s"))
+    row_ep = int(((doc.get("from_row") or {}).get("layout") or {}).get("ep", 1))
+    show_ep = row_ep > 1 or any(int(p["ep"]) > 1 for p in doc["plans"])
     for p in doc["plans"]:
-        t.add_row(str(p["rank"]), _layout(p), _knobs(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
+        t.add_row(str(p["rank"]), _layout(p, show_ep), _knobs(p), f"{p['tokens_per_s']:,.0f}", f"{p['step_time_s']:.3f}",
                   f"{100 * p['mfu']:.1f}%", f"{100 * p['hfu']:.1f}%", f"{p['memory_gb_per_gpu']:.1f}",
                   f"{p['memory_left_gb']:.1f}", str(p["bottleneck"]) + (" (event: failed)" if p.get("event_error") else ""))
     console.print(t)

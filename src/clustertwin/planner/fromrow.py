@@ -69,6 +69,26 @@ def request_from_row(spec: str | dict[str, str], catalog: Any, **overrides: Any)
     return PlanRequest(**kw), row
 
 
+def row_estimate(row: dict[str, str], catalog: Any, engine: str = "analytical") -> dict[str, Any]:
+    """The model at the row's own layout (the validator's prediction): step time, tokens/s, memory and
+    the per-term breakdown, in the shape of a plan entry, for the side-by-side with the best plan."""
+    from ..validate import _estimate_row, measured_value
+
+    e = _estimate_row(row, catalog, engine)
+    t, _ = measured_value(row, "measured_step_time_s")
+    return {"step_time_s": e.step_time_s, "tokens_per_s": e.tokens_per_s, "memory_gb_per_gpu": e.memory_gb_per_gpu,
+            "memory_capacity_gb": e.memory_capacity_gb, "fits_memory": bool(e.fits_memory),
+            "measured_over_predicted": (float(t) / e.step_time_s) if t else None,
+            "breakdown": {k: float(v) for k, v in e.breakdown.items()}}
+
+
+def breakdown_delta(best: dict[str, float], row: dict[str, float], *, min_s: float = 1e-9) -> list[tuple[str, float]]:
+    """Per-term step-time difference best plan - row layout (seconds), largest magnitude first: where
+    the planner's choice gains (negative) and pays (positive) against the layout the row ran."""
+    d = [(k, float(best.get(k, 0.0)) - float(row.get(k, 0.0))) for k in dict.fromkeys([*row, *best])]
+    return sorted((x for x in d if abs(x[1]) > min_s), key=lambda x: -abs(x[1]))
+
+
 def published_tokens_per_s(row: dict[str, str]) -> float | None:
     """Tokens/s the row measured: global batch x sequence length / measured step time."""
     from ..validate import measured_value
@@ -79,4 +99,5 @@ def published_tokens_per_s(row: dict[str, str]) -> float | None:
     return float(row["global_batch"]) * float(row["seq_len"]) / t
 
 
-__all__ = ["published_tokens_per_s", "read_row", "request_from_row", "row_layout", "split_row_spec"]
+__all__ = ["breakdown_delta", "published_tokens_per_s", "read_row", "request_from_row", "row_estimate", "row_layout",
+           "split_row_spec"]
