@@ -4,9 +4,10 @@ The constants that are fitted (and nothing else) are listed under ``fitted`` in
 ``workload/data/efficiency.yaml``: each has a unit, a grid of allowed values inside its published range,
 and groups of chips that share one value (same silicon). ``fit`` chooses, with every other constant
 fixed, the grid value of each group that minimises the mean |error| over the fit rows on that group's
-chips, in two coordinate-descent sweeps; a group with no fit rows takes the median of the other groups'
-values. ``cross_validate`` holds out one value of a column (``source``: one publication) at a time,
-refits on the rest and predicts the held-out rows, so the reported error is on runs the constants never
+chips, in two coordinate-descent sweeps; a group with no fit rows takes the value of the group its
+``fallback`` names (the physically closest one) when that group has fit rows, else the median of the
+other groups' values. ``cross_validate`` holds out one value of a column (``source``: one publication) at
+a time, refits on the rest and predicts the held-out rows, so the reported error is on runs the constants never
 saw.
 
 Speed: a row's prediction depends only on the constants of its own chip and software stack, and
@@ -41,6 +42,9 @@ class FittedConstant:
     scope: str = "chip"  # "chip": per accelerator (step_efficiency overlay); "stack": per software-stack preset
     linear: bool = False  # step time linear in it with a row-dependent slope (e.g. a per-MoE-layer stall)
     rows: str = "all"  # "all", or "moe": only rows of MoE models depend on it
+    # group -> the group whose fitted value it takes when it has no fit rows (the physically closest one,
+    # e.g. the other x86 HGX host platform for a host stall); a group not named here takes the median
+    fallback: dict[str, str] = field(default_factory=dict)
 
     def group_of(self, chip: str, stack: str = "") -> str | None:
         key = stack if self.scope == "stack" else chip
@@ -61,7 +65,8 @@ def fitted_constants() -> list[FittedConstant]:
         out.append(FittedConstant(key=key, unit=str(spec.get("unit", "")), meaning=str(spec.get("meaning", "")),
                                   grid=grid, groups={g: tuple(c) for g, c in spec["groups"].items()},
                                   additive=bool(spec.get("additive", False)), scope=str(spec.get("scope", "chip")),
-                                  linear=bool(spec.get("linear", False)), rows=str(spec.get("rows", "all"))))
+                                  linear=bool(spec.get("linear", False)), rows=str(spec.get("rows", "all")),
+                                  fallback={str(g): str(f) for g, f in (spec.get("fallback") or {}).items()}))
     return out
 
 
@@ -200,7 +205,8 @@ def _mape(tables: list[_RowTable], values, consts) -> float:
 def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: dict[str, dict[str, float]],
                 sweeps: int = 2, origin: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, float]]:
     """Coordinate-descent fit (module docstring). ``origin``, when given, is filled with how each group's value
-    was set: ``fit`` (grid minimum over its rows), ``median of other chips`` or ``prior`` (no fit rows)."""
+    was set: ``fit`` (grid minimum over its rows), or without fit rows ``fallback: <group>`` (the value of the
+    group its ``fallback`` names), ``median of other chips`` or ``prior``."""
     values = {k: dict(v) for k, v in start.items()}
     for _ in range(sweeps):
         for c in consts:
@@ -211,18 +217,24 @@ def _fit_tables(tables: list[_RowTable], consts: list[FittedConstant], start: di
                 best = min(c.grid, key=lambda x: (_mape(mine, {**values, c.key: {**values[c.key], g: x}}, consts),
                                                   abs(x - values[c.key][g])))
                 values[c.key][g] = best
-    # groups without fit rows: chip scope, the median of the fitted groups (other silicon), else the unfitted
-    # prior; stack scope, the prior (a framework never seen runs like the Megatron-Core reference stack)
+    # groups without fit rows: chip scope, the value of the group named by `fallback` when that one has
+    # fit rows, else the median of the fitted groups (other silicon), else the unfitted prior; stack scope,
+    # the prior (a framework never seen runs like the Megatron-Core reference stack)
     for c in consts:
-        fitted = [values[c.key][g] for g in c.groups if any(t.group[c.key] == g for t in tables)]
+        has_rows = {g: any(t.group[c.key] == g for t in tables) for g in c.groups}
+        fitted = [values[c.key][g] for g in c.groups if has_rows[g]]
         for g in c.groups:
-            has_rows = any(t.group[c.key] == g for t in tables)
-            if not has_rows:
-                median = bool(fitted) and c.scope == "chip"
-                values[c.key][g] = float(statistics.median(fitted)) if median else prior_value(c)
+            how = "fit"
+            if not has_rows[g]:
+                fb = c.fallback.get(g)
+                if c.scope == "chip" and fb is not None and has_rows.get(fb):
+                    values[c.key][g], how = values[c.key][fb], f"fallback: {fb}"
+                elif fitted and c.scope == "chip":
+                    values[c.key][g], how = float(statistics.median(fitted)), "median of other chips"
+                else:
+                    values[c.key][g], how = prior_value(c), "prior"
             if origin is not None:
-                origin.setdefault(c.key, {})[g] = ("fit" if has_rows else
-                                                   "median of other chips" if median else "prior")
+                origin.setdefault(c.key, {})[g] = how
     return values
 
 

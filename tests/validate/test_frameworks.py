@@ -53,6 +53,32 @@ def test_every_framework_in_the_data_has_a_preset(validation_dir):
         assert fw.note == "" and fw.stack.id in STACKS
 
 
+def test_group_without_fit_rows_takes_its_fallback(validation_dir):
+    """A host platform without fit rows takes the value of the group its `fallback` names (x86 HGX Blackwell
+    <- x86 HGX Hopper), not the median of the fitted groups; a group without a fallback takes the median."""
+    import statistics
+
+    from clustertwin.calibration import _build_tables, _fit_tables, current_values, fitted_constants
+    from clustertwin.catalog import load_catalog
+
+    rows = {r["id"]: r for r in _rows(validation_dir)}
+    consts = fitted_constants()
+    stall = next(c for c in consts if c.key == "moe_host_layer_us")
+    assert stall.fallback == {"blackwell-hgx": "hopper-hgx", "hopper-hgx": "blackwell-hgx"}
+    hopper = next(r for r in rows.values() if r["gpu"] == "h100-sxm" and (r["num_experts"] or "0") not in ("", "0"))
+    grace = next(r for r in rows.values() if r["gpu"] == "gb200" and (r["num_experts"] or "0") not in ("", "0"))
+    tables, _ = _build_tables([hopper, grace], load_catalog(), consts)
+    how: dict[str, dict[str, str]] = {}
+    v = _fit_tables(tables, consts, current_values(), origin=how)["moe_host_layer_us"]
+    assert v["hopper-hgx"] != v["grace-blackwell"]  # two fitted values, so fallback and median differ
+    assert v["blackwell-hgx"] == v["hopper-hgx"]
+    assert how["moe_host_layer_us"] == {"hopper-hgx": "fit", "grace-blackwell": "fit",
+                                        "blackwell-hgx": "fallback: hopper-hgx"}
+    tables, _ = _build_tables([hopper], load_catalog(), consts)  # grace-blackwell has no fallback: median
+    v = _fit_tables(tables, consts, current_values())["moe_host_layer_us"]
+    assert v["grace-blackwell"] == statistics.median([v["hopper-hgx"]]) == v["blackwell-hgx"]
+
+
 @pytest.mark.parametrize(("framework", "version", "stack"), [
     ("megatron-lm", "2021", "megatron-lm-2021"), ("megatron-lm", "2022", "megatron-lm-2022"),
     ("deepspeed", "2021", "deepspeed-zero3-2021"), ("meta-internal", "2024", "pytorch-fsdp"),
