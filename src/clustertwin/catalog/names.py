@@ -185,7 +185,8 @@ def resolve_system(name: str, acc: str, per_node: int, catalog) -> tuple[str, di
         best = min(cands, key=lambda s: (bool(per_node) and s.devices_per_host != per_node
                                          and s.devices_per_domain != per_node,
                                          -difflib.SequenceMatcher(None, n, s.id).ratio()))
-        return best.id, {}, f"system {raw!r} is not in the catalog: modelled as {best.id!r} (same gpu {acc})"
+        why = f"same gpu {acc}" if acc else "closest catalog spelling"
+        return best.id, {}, f"system {raw!r} is not in the catalog: modelled as {best.id!r} ({why})"
     canon = canonical_system(acc, per_node, catalog) if acc else None
     if canon:
         return canon, {}, (f"system {raw!r} is not in the catalog: modelled as {canon!r}, the catalog's system "
@@ -252,3 +253,109 @@ def resolve_fabric(name: str, gbps: float, catalog) -> tuple[Any, str]:
         best = replace(best, port_bw=gbps_to_bytes_per_s(speed))
         note += f" with {speed:g} Gb/s ports"
     return best, note
+
+
+# ------------------------------------------------------------------------------------------ serving rows
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]", "", text.lower())
+
+
+def resolve_model_ref(ref: str, known) -> tuple[str, str]:
+    """(zoo id, note) for a serving row's ``model_ref``; ``known``: the zoo ids. A zoo id passes with no note;
+    otherwise a Hugging Face organisation prefix and checkpoint suffixes (-Instruct, -chat, -hf, -FP8,
+    -v0.1, a -0528 date, MLPerf's -99 / -99.9 accuracy targets; names.yaml ``model_suffixes``) are dropped
+    and the name is compared with the zoo ids without separators, or looked up in names.yaml ``models``
+    (a checkpoint with the architecture of a zoo model). Raises ``UnknownNameError`` with suggestions."""
+    raw = (ref or "").strip()
+    ids = list(known)
+    if raw in ids:
+        return raw, ""
+    table = names_table()
+    aliases = table.get("models") or {}
+    notes = table.get("model_notes") or {}
+    n = normalize(raw.split("/")[-1])
+    suffix = [re.compile(p) for p in table.get("model_suffixes") or ()]
+    by_key = {_squash(i): i for i in ids}
+    cand = n
+    while True:
+        if cand in ids:
+            hit = cand
+            break
+        if cand in aliases and aliases[cand] in ids:
+            hit = aliases[cand]
+            break
+        if _squash(cand) in by_key:
+            hit = by_key[_squash(cand)]
+            break
+        nxt = cand
+        for rx in suffix:
+            nxt = rx.sub("", nxt).rstrip("-")
+        if nxt == cand or not nxt:
+            raise UnknownNameError("model", raw, ids,
+                                   hint="use a zoo id (`clustertwin models list`) or add the model with --models FILE")
+        cand = nxt
+    why = notes.get(cand) or "same model; checkpoint, version and precision suffixes dropped (the row's dtype columns set the precision)"
+    return hit, f"model {raw!r} is not a zoo id: modelled as {hit!r} ({why})"
+
+
+def resolve_serving_dtype(text: str, what: str) -> tuple[str, str] | None:
+    """(dtype, note) for a serving row's ``weights_dtype`` (``what="weights"``) or ``precision_kv_cache``
+    (``what="kv"``) by the names.yaml ``serving_weights`` / ``serving_kv`` patterns; None if no pattern
+    matches (the caller's default applies). A value that is its own dtype has no note."""
+    raw = (text or "").strip()
+    n = normalize(re.sub(r"[()\[\],;]", " ", raw))
+    if not n:
+        return None
+    for entry in names_table().get("serving_weights" if what == "weights" else "serving_kv") or ():
+        if re.search(entry["pattern"], n):
+            dt = str(entry["dtype"])
+            if (n == dt and dt in ("bf16", "fp16", "fp8", "int8", "nvfp4")) or not entry.get("note"):  # SERVING.md's
+                return dt, ""
+            return dt, f"{'weights dtype' if what == 'weights' else 'KV cache dtype'} {raw!r} modelled as {dt}: {entry['note']}"
+    return None
+
+
+_SCENARIO_KINDS = ("offline", "server", "interactive", "prefill", "decode", "prefill-latency", "latency-band",
+                   "production", "estimate")
+
+
+def resolve_scenario(kind: str, scenario: str = "") -> tuple[str, str]:
+    """(kind, note) for a serving row's ``scenario_kind`` (SERVING.md kinds; spellings of names.yaml
+    ``serving_scenarios``, any case); a blank kind is read from the leading words of the ``scenario`` column
+    ("MLPerf Server ...", "Offline"). ("", "") when neither says (the caller's default applies)."""
+    raw = (kind or "").strip()
+    if raw in _SCENARIO_KINDS:
+        return raw, ""
+    table = names_table().get("serving_scenarios") or {}
+    spell = {normalize(a): k for k, al in table.items() for a in (k, *al)}
+
+    def lookup(text: str) -> str:
+        n = normalize(text)
+        if n in _SCENARIO_KINDS:
+            return n
+        return spell.get(n, "")
+
+    if raw:
+        k = lookup(raw)
+        return (k, f"scenario_kind {raw!r} read as {k}") if k else (raw, "")
+    words = re.findall(r"[a-z0-9]+", (scenario or "").lower())
+    for i in range(min(len(words), 4)):
+        for j in (3, 2, 1):
+            k = lookup("-".join(words[i:i + j]))
+            if k:
+                return k, f"scenario_kind blank: read as {k} from the scenario column {scenario.strip()[:40]!r}"
+    return "", ""
+
+
+def resolve_target(name: str, known: tuple[str, ...]) -> tuple[str, str]:
+    """(target, note) for a serving row's ``target_metric``: a SERVING.md target, or a spelling of one in
+    names.yaml ``serving_targets``. Raises ``InputError`` naming the targets for anything else."""
+    raw = (name or "").strip()
+    if raw in known:
+        return raw, ""
+    n = normalize(raw)
+    for key, al in (names_table().get("serving_targets") or {}).items():
+        if key in known and n in {normalize(a) for a in (key, *al)}:
+            return key, f"target_metric {raw!r} read as {key}"
+    raise InputError(f"unknown target_metric {raw!r}", suggestions=difflib.get_close_matches(raw, list(known), n=3),
+                     hint="targets: " + ", ".join(known))

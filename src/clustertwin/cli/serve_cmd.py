@@ -20,7 +20,7 @@ SystemOpt = Annotated[str, typer.Option("--system", help="System id, e.g. hgx-h1
 GpusOpt = Annotated[int, typer.Option("--gpus", help="GPUs serving (default: one instance).")]
 InOpt = Annotated[float, typer.Option("--input-len", help="Mean prompt length (tokens).")]
 OutOpt = Annotated[float, typer.Option("--output-len", help="Mean generated tokens per request.")]
-WdOpt = Annotated[str, typer.Option("--weights-dtype", help="GEMM weights: bf16 | fp8 | int8 | nvfp4.")]
+WdOpt = Annotated[str, typer.Option("--weights-dtype", help="GEMM weights: bf16 | fp8 | int8 | nvfp4 | int4 (W4A16, BF16 GEMMs) | w4a8 | w8a16.")]
 KvOpt = Annotated[str, typer.Option("--kv-dtype", help="KV cache: bf16 | fp8.")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="Serving engine preset: generic | trtllm | vllm | sglang | deepseek.")]
 DpAttnOpt = Annotated[bool, typer.Option("--dp-attention", help="Data-parallel attention (each GPU its own batch).")]

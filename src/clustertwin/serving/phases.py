@@ -39,14 +39,17 @@ from ..workload.model import ModelSpec
 from .engines import EnginePreset, serving_chip_constants
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp8": 1.0, "int8": 1.0,
-               "nvfp4": 0.5625, "fp4": 0.5625, "int4": 0.5}  # NVFP4: 4-bit + one FP8 scale per 16 values
+               "nvfp4": 0.5625, "fp4": 0.5625, "int4": 0.5,  # NVFP4: 4-bit + one FP8 scale per 16 values
+               "w4a8": 0.5, "w8a16": 1.0}  # weight-only / mixed formats: group scales not counted
 # Coherent CPU memory a GPU can stream weights from (NVLink-C2C), bytes/s per direction per GPU.
 # NVIDIA GB200/GB300 NVL72 pages: Grace-Blackwell superchip, NVLink-C2C 900 GB/s bidirectional; taken
 # per GPU (450 GB/s each way), an ASSUMPTION where the per-GPU share of the superchip link is not printed.
 HOST_LINK_BW = {"gb200": 450e9, "gb300": 450e9}
 # KV share kept in HBM when weights spill to host memory: at least this fraction of usable HBM (assumed).
 MIN_KV_SHARE = 0.25
-GEMM_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "int8", "nvfp4": "nvfp4", "fp4": "nvfp4"}
+GEMM_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "int8", "nvfp4": "nvfp4", "fp4": "nvfp4",
+              # weight-only formats dequantise to BF16 GEMMs (W4A16 AWQ/GPTQ/Marlin, W8A16); W4A8 runs FP8 GEMMs
+              "int4": "bf16", "w8a16": "bf16", "w4a8": "fp8"}
 # Precision of the attention projections (Q/KV down- and up-projections, output projection) when a run
 # does not state it. NVIDIA's NVFP4 checkpoints of MoE models quantize the expert and dense-MLP linears
 # and keep every attention projection in BF16: Model Optimizer hf_quant_config.json "exclude_modules"
@@ -168,7 +171,7 @@ def _attn_dtypes(model: ModelSpec, spec: str, default: str) -> dict[str, str]:
     out = {k: given.get(k, rest) for k in names}
     for dt in out.values():
         if dt not in GEMM_DTYPE:
-            raise InputError(f"unknown attention weights dtype {dt!r}", hint="use bf16, fp8, int8 or nvfp4")
+            raise InputError(f"unknown attention weights dtype {dt!r}", hint="use bf16, fp8, int8, nvfp4 (or int4 / w4a8 / w8a16)")
     return out
 
 
@@ -178,7 +181,7 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     notes: list[str] = []
     wd = dep.weights_dtype.lower()
     if wd not in GEMM_DTYPE:
-        raise InputError(f"unknown weights dtype {dep.weights_dtype!r}", hint="use bf16, fp8, int8 or nvfp4")
+        raise InputError(f"unknown weights dtype {dep.weights_dtype!r}", hint="use bf16, fp8, int8, nvfp4 (or int4 / w4a8 / w8a16)")
     gdt = GEMM_DTYPE[wd]
     acc = system.accelerator
     if acc.peak(gdt) <= 0:

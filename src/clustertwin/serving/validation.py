@@ -21,6 +21,9 @@ from .engines import engine_for_framework
 from .phases import Deployment, build_instance
 
 TARGETS = ("tokens_per_s_per_gpu", "prefill_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu", "ttft_mean_ms")
+# SERVING.md columns a row may name as its target instead: whole-system output tokens/s (= per GPU x num_gpus)
+# and samples (requests) per second (= that / the row's output_len, the mean generated tokens per sample)
+DERIVED_TARGETS = ("tokens_per_s_total", "samples_per_s")
 
 # Mean prompt lengths of the MLPerf datasets (the harvested sources give only maxima; SERVING.md "Known
 # gaps"). ASSUMED values, one per dataset, from the MLCommons reference-implementation dataset statistics
@@ -78,20 +81,12 @@ def _weights_dtype(row: dict, acc, assumed: list[str]) -> str:
     if w in ("bf16", "fp8", "nvfp4", "int8", "fp16"):
         return w
     if w:
-        from ..catalog.names import normalize, resolve_dtype
-        from ..errors import InputError
+        from ..catalog.names import resolve_serving_dtype
 
-        n = normalize(w)
-        if n in ("int8", "w8a8", "int8-sq", "smoothquant"):
-            assumed.append(f"weights dtype {w!r} modelled as int8")
-            return "int8"
-        try:
-            d, note = resolve_dtype(n, ("bf16", "fp16", "fp8", "nvfp4"))
-        except InputError:
-            d, note = "", ""
-        if d in ("bf16", "fp16", "fp8", "nvfp4"):
-            assumed.append(note or f"weights dtype {w!r} modelled as {d}")
-            return d
+        hit = resolve_serving_dtype(w, "weights")  # names.yaml serving_weights (fp8-e4m3, w4a16, int4-awq ...)
+        if hit is not None:
+            assumed.extend([hit[1]] if hit[1] else [])
+            return hit[0]
     for d in ("nvfp4", "fp8"):
         if acc.peak(d) > 0:
             what = f"weights dtype {w!r} is not modelled" if w else "weights dtype unknown"
@@ -102,11 +97,12 @@ def _weights_dtype(row: dict, acc, assumed: list[str]) -> str:
 
 
 def _kv_dtype(row: dict, wdtype: str, engine_id: str, assumed: list[str]) -> str:
-    k = (row.get("precision_kv_cache") or "").strip().lower()
-    if k.startswith("fp8") or k.startswith("fp4"):
-        return "fp8"
-    if k.startswith("bf16") or k.startswith("fp16"):
-        return "bf16"
+    from ..catalog.names import resolve_serving_dtype
+
+    hit = resolve_serving_dtype(row.get("precision_kv_cache") or "", "kv")  # names.yaml serving_kv
+    if hit is not None:
+        assumed.extend([hit[1]] if hit[1] else [])
+        return hit[0]
     if engine_id == "trtllm" and wdtype in ("fp8", "nvfp4"):
         assumed.append("KV dtype not stated: fp8 (TensorRT-LLM quantised checkpoints carry kv_cache_quant_algo FP8)")
         return "fp8"
@@ -115,24 +111,20 @@ def _kv_dtype(row: dict, wdtype: str, engine_id: str, assumed: list[str]) -> str
 
 
 def _serving_model(ref: str, assumed: list[str]):
-    """The zoo model of a row's ``model_ref``; another spelling of a zoo id (case, dashes, a -chat /
-    -instruct / -hf suffix: "Llama-2-70B-chat" -> llama2-70b) is matched with a note."""
+    """The zoo model of a row's ``model_ref``; another spelling of a zoo id (case, dashes, a Hugging Face
+    organisation, -chat / -instruct / -hf / -FP8 / -v0.1 / MLPerf -99 suffixes: "meta-llama/Llama-2-70b-chat-hf"
+    -> llama2-70b; catalog/names.py ``resolve_model_ref``) is matched with a note."""
+    from ..catalog.names import resolve_model_ref
     from ..errors import UnknownNameError
     from ..workload.model import builtin_models
 
     try:
         return get_model(ref)
     except UnknownNameError:
-        def key(text: str) -> str:
-            t = re.sub(r"[-_ ](chat|instruct|hf|it|base|fp8|bf16)\b", "", text.lower())
-            return re.sub(r"[^a-z0-9.]", "", t)
-
         table = builtin_models()
-        hits = [mid for mid in table if key(mid) == key(ref)]
-        if len(hits) != 1:
-            raise
-        assumed.append(f"model {ref!r} is not a zoo id: modelled as {hits[0]!r} (same name without separators)")
-        return table[hits[0]]
+        mid, note = resolve_model_ref(ref, tuple(table))
+        assumed.extend([note] if note else [])
+        return table[mid]
 
 
 _PROJ_DT = r"(nvfp4|fp4|fp8|bf16)"
@@ -185,7 +177,10 @@ def row_inputs(row: dict, catalog):
     engine = engine_for_framework(row.get("framework") or "")
     if engine.id == "generic":
         assumed.append(f"framework {row.get('framework')!r} has no preset: generic engine constants")
-    kind = (row.get("scenario_kind") or "").strip()
+    from ..catalog.names import resolve_scenario
+
+    kind, note = resolve_scenario(row.get("scenario_kind") or "", row.get("scenario") or "")  # names.yaml
+    assumed.extend([note] if note else [])
     num_gpus = _lead_int(row.get("num_gpus"))
     if num_gpus is None:
         num_gpus = system.devices_per_domain
@@ -305,11 +300,34 @@ def _default_layout(model, system, wdt, num_gpus, dp_attn, assumed) -> tuple[int
     return (n, n) if model.is_moe else (n, 1)
 
 
+def serving_target(row: dict) -> tuple[str, str]:
+    """(target, note): the row's ``target_metric`` as a SERVING.md target or derived target (its spellings:
+    catalog/names.yaml ``serving_targets``)."""
+    from ..catalog.names import resolve_target
+
+    try:
+        return resolve_target(row.get("target_metric") or "", TARGETS + DERIVED_TARGETS)
+    except InputError as exc:
+        raise InputError(f"row {row.get('id', '?')}: {exc.message}", hint=exc.hint) from None
+
+
 def predict_serving_row(row: dict, catalog) -> RowPrediction:
-    target = (row.get("target_metric") or "").strip()
-    if target not in TARGETS:
-        raise InputError(f"row {row.get('id', '?')}: unknown target_metric {target!r}", hint="targets: " + ", ".join(TARGETS))
+    target, tnote = serving_target(row)
+    if target in DERIVED_TARGETS:
+        per_gpu = predict_serving_row(dict(row, target_metric="tokens_per_s_per_gpu"), catalog)
+        _, _, _, _, wl, _, extras, _ = row_inputs(row, catalog)
+        value = per_gpu.predicted * extras["num_gpus"]
+        what = f"{target} = predicted tokens_per_s_per_gpu x {extras['num_gpus']} GPUs"
+        if target == "samples_per_s":
+            if not extras["output_known"]:
+                raise InputError(f"row {row.get('id', '?')}: samples_per_s needs the mean output length per sample",
+                                 hint="fill output_len (MLPerf: TOKENS_PER_SAMPLE of the accuracy run)")
+            value /= wl.output_len
+            what += f" / output_len {wl.output_len:g}"
+        return RowPrediction(value, tuple(x for x in (tnote, *per_gpu.assumed, what) if x), per_gpu.estimate)
     model, system, scaleout, dep, wl, engine, extras, assumed = row_inputs(row, catalog)
+    if tnote:
+        assumed.insert(0, tnote)
     kind = extras["kind"]
     if target == "prefill_tokens_per_s_per_gpu":
         inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
@@ -360,7 +378,11 @@ def validate_serving_rows(rows: list[dict], catalog):
     for row in rows:
         rid = (row.get("id") or "?").strip()
         measured, why = measured_value(row, "target_value")
-        unit = "ms" if (row.get("target_metric") or "").strip() == "ttft_mean_ms" else "tok/s/GPU"
+        try:
+            tgt = serving_target(row)[0]
+        except InputError:
+            tgt = ""
+        unit = {"ttft_mean_ms": "ms", "tokens_per_s_total": "tok/s", "samples_per_s": "samples/s"}.get(tgt, "tok/s/GPU")
         if measured is None:
             out.append(RowResult(rid, None, None, None, reason=why, unit=unit))
             continue
