@@ -173,6 +173,40 @@ def test_mla_decode_attention_runs_at_bf16_rate_over_fp8_kv(catalog):
     assert pre_on < 0.7 * pre_off
 
 
+def test_attention_kernels_are_a_property_of_the_serving_stack(catalog):
+    # on Hopper the serving stacks run FlashAttention-3-class kernels (engines.yaml attention_efficiency 0.65)
+    # and FlashMLA-class MLA decode (0.67), not training's FA2-class 0.35; a chip the preset does not list
+    # (Blackwell) keeps the chip's training value
+    from dataclasses import replace
+
+    eng = get_engine("sglang")
+    bare = replace(eng, attention_efficiency={}, mla_decode_efficiency={})
+    for e in ("trtllm", "vllm", "sglang", "deepseek"):
+        assert get_engine(e).attention_efficiency["h100-sxm"] == 0.65
+        assert get_engine(e).mla_decode_efficiency["h800"] == 0.67
+
+    def attn(system, preset, model="llama2-70b", n=8192.0, kv=0.0, pairs=8192.0 * 4096, **kw):
+        sysm = catalog.system(system)
+        dep = Deployment(weights_dtype="fp8", kv_dtype="bf16", **kw)
+        inst = build_instance(get_model(model), sysm, catalog.fabric(sysm.default_scaleout), dep, preset, catalog=catalog)
+        kern = 2 * inst.hw.eff.kernel_overhead_s * inst.layers
+        return float(step_costs(inst, n, kv, pairs)["attention_s"]) - kern, inst
+
+    fa3, inst = attn("hgx-h100", eng, tp=8)
+    fa2, _ = attn("hgx-h100", bare, tp=8)
+    assert inst.hw.eff.attention_efficiency == 0.35
+    assert fa2 / fa3 == pytest.approx(0.65 / 0.35)  # prefill attention is compute-bound: time ~ 1 / efficiency
+    b_on, _ = attn("hgx-b200", eng, tp=8)
+    b_off, _ = attn("hgx-b200", bare, tp=8)
+    assert b_on == pytest.approx(b_off)
+    # MLA decode (compute-bound at 256 x 8K) runs at the FlashMLA figure
+    mla, _ = attn("hgx-h200", eng, model="deepseek-v3", n=256.0, kv=256.0 * 8192, pairs=0.0, tp=8, ep=8,
+                  dp_attention=True)
+    mla_fa2, _ = attn("hgx-h200", bare, model="deepseek-v3", n=256.0, kv=256.0 * 8192, pairs=0.0, tp=8, ep=8,
+                      dp_attention=True)
+    assert mla_fa2 / mla == pytest.approx(0.67 / 0.35)
+
+
 def test_nvfp4_moe_keeps_bf16_attention_projections(catalog):
     # NVIDIA's NVFP4 MoE checkpoints (ModelOpt exclude_modules "self_attn*") quantize the experts and MLPs
     # only: the attention projections of a MoE model run BF16 GEMMs on BF16 weights; dense NVFP4 models

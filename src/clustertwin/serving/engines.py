@@ -28,6 +28,10 @@ class EnginePreset:
     default_max_num_tokens: int
     default_max_batch: int
     mixes_whole_prompts: bool = True  # without chunked prefill, whole prompts share a pass with decodes
+    # fused-attention kernels the stack runs, per chip: executed FLOP/s / dense peak (prefill / GQA-MHA
+    # decode) and of the absorbed MLA decode kernel; a chip not listed keeps its training value
+    attention_efficiency: dict[str, float] = field(default_factory=dict)
+    mla_decode_efficiency: dict[str, float] = field(default_factory=dict)
     source: str = ""
     fitted: dict[str, str] = field(default_factory=dict)
 
@@ -54,6 +58,8 @@ def get_engine(name: str) -> EnginePreset:
         kv_memory_fraction=float(d["kv_memory_fraction"]), fp8_attention=bool(d["fp8_attention"]),
         a2a_overlap=float(d["a2a_overlap"]), default_max_num_tokens=int(d["default_max_num_tokens"]),
         default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
+        attention_efficiency={k: float(v) for k, v in (d.get("attention_efficiency") or {}).items()},
+        mla_decode_efficiency={k: float(v) for k, v in (d.get("mla_decode_efficiency") or {}).items()},
         source=str(d.get("source", "")),
         fitted={k: str(v) for k, v in (d.get("fitted") or {}).items()},
     )

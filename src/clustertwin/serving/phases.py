@@ -360,7 +360,11 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     # figures (FlashMLA README: 660 TFLOP/s dense on H800 = 0.67 of BF16 peak; 1024 TFLOP/s sparse FP8-KV
     # decoding on B200 = 0.46 of BF16 peak), so the FP8 attention rate applies to GQA/MHA kernels only.
     dec_peak = hw.peak_bf16 if m.is_mla else attn_peak
-    eff_attn = hw.eff.attention_efficiency
+    # the stack's own fused-attention kernels (engines.yaml attention_efficiency; e.g. FlashAttention-3 class
+    # on Hopper) where it lists the chip, else the chip's training value (FlashAttention-2 class)
+    acc_id = hw.system.accelerator.id
+    eff_attn = eng.attention_efficiency.get(acc_id, hw.eff.attention_efficiency)
+    eff_dec = eng.mla_decode_efficiency.get(acc_id, eff_attn) if m.is_mla else eff_attn
     kv_layer_bytes = inst.kv_bytes_token_gpu / layers  # this GPU's share of one token's KV, one layer
     if m.is_mla:
         dec_flops = 2.0 * heads * kv_read * (2.0 * m.kv_lora_rank + m.qk_rope_head_dim)
@@ -369,7 +373,7 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
         dec_flops = 2.0 * heads * kv_read * (2.0 * m.head_dim)
         pre_flops = 2.0 * heads * pairs * (2.0 * m.head_dim)
     dec_attn = np.maximum(kv_read * kv_layer_bytes / (hw.hbm_bw * hw.eff.hbm_efficiency),
-                          dec_flops / (dec_peak * eff_attn))
+                          dec_flops / (dec_peak * eff_dec))
     s_half = hw.eff.attention_seq_half
     mean_ctx = np.where(n > 0, pairs / n, 0.0)
     pre_rate = attn_peak * eff_attn * (mean_ctx + 1.0) / (mean_ctx + 1.0 + s_half)
