@@ -231,3 +231,63 @@ def test_torchtitan_grouped_mm_has_no_per_expert_host_cost_and_syncs_only_for_ep
     f_tt, b_tt = grouped_gemm_train_time(st_tt, 256.0, 1536.0, 2048.0, 128.0, in_bytes=2.0)
     assert float(f_mc - f_tt) == pytest.approx(127 * hw.eff.kernel_overhead_s)
     assert float(b_mc - b_tt) == pytest.approx(2 * 127 * hw.eff.kernel_overhead_s)
+
+
+def test_deepspeed_moe_einsum_dispatch_has_no_host_stall_and_grows_with_tokens_squared(catalog):
+    """DeepSpeed-MoE (GShard-style, capacity factor): static shapes, so no dispatcher stall; its einsum
+    dispatch / combine are GEMMs over the [S, E, C] mask, 5 of 2 * S * (k cf S) * h FLOPs per layer, which
+    grow with the square of the tokens per rank; the capacity buffers go as one plain all-to-all."""
+    from clustertwin.sim.components.moe import DEEPSPEED_CAPACITY_FACTOR
+    from clustertwin.workload.stacks import get_stack
+
+    ds = get_stack("deepspeed")
+    assert ds.moe_experts_impl == "deepspeed-einsum" and get_stack("megatron-lm-2022").moe_experts_impl == ds.moe_experts_impl
+    s = catalog.system("hgx-h100")
+    hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
+
+    def costs(stack, mb, ep=8, tp=1):
+        return stage_costs(QWEN3_30B, hw, tp=tp, pp=1, dp=8 // tp, cp=1, ep=ep, vpp=1, micro_batch=mb, recompute=0,
+                           zero=1, global_batch=64, seq_len=4096, sp=False, stack=get_stack(stack))
+
+    host = lambda c: float(c["layer_fwd_host_s"] + c["layer_bwd_host_s"])  # noqa: E731
+    assert host(costs("megatron-core", 1)) >= hw.eff.moe_host_layer_s
+    # no stall; the per-expert host issue (16 local experts) hides under the layer's GPU work
+    assert host(costs("deepspeed", 1)) == 0.0
+    # the dispatch / combine GEMMs: the MoE GEMM time beyond Megatron's grows ~4x when the tokens double
+    extra = {mb: float(costs("deepspeed", mb)["layer_fwd_gemm_s"] - costs("megatron-core", mb)["layer_fwd_gemm_s"])
+             for mb in (1, 2)}
+    S = 4096.0
+    flops_fwd = 2 * 2.0 * S * (QWEN3_30B.moe_topk * DEEPSPEED_CAPACITY_FACTOR * S) * QWEN3_30B.hidden_size
+    assert extra[1] >= flops_fwd / hw.peak  # no faster than the chip's peak
+    assert 3.0 < extra[2] / extra[1] <= 4.5
+    # TP 2 without sequence parallelism: every TP rank gates and dispatches all the tokens (drop_tokens keeps
+    # 1/t of the slots afterwards), so the einsum GEMMs do not shrink with TP while the experts' do
+    extra_tp2 = float(costs("deepspeed", 1, tp=2)["layer_fwd_gemm_s"] - costs("megatron-core", 1, tp=2)["layer_fwd_gemm_s"])
+    assert extra_tp2 == pytest.approx(extra[1], rel=1e-9)
+    # EP across two HGX nodes: one direct all-to-all, never the deduplicating hierarchical dispatch
+    st_ds = _stage(catalog, ep=16, dp=16, global_batch=128)
+    st_ds = replace(st_ds, moe_einsum=True)
+    st_mc = replace(st_ds, moe_einsum=False)
+    a2a = moe_layer(st_mc).a2a_bytes
+    assert float(ep_comm(st_ds, a2a)[0]) > float(ep_comm(st_mc, a2a)[0])
+
+
+def test_megablocks_grouped_gemm_syncs_in_every_layer_without_per_expert_host_cost(catalog):
+    """llm-foundry's MegaBlocks dMoE: one grouped_gemm per projection (no per-expert terms) whose group sizes
+    are copied to the host in every MoE layer, so the stall applies at EP 1 too (unlike torchtitan)."""
+    from clustertwin.workload.stacks import get_stack
+
+    assert get_stack("llm-foundry").moe_experts_impl == "megablocks-gmm"
+    s = catalog.system("hgx-b200")
+    hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
+
+    def host(stack, ep):
+        c = stage_costs(QWEN3_30B, hw, tp=1, pp=1, dp=8, cp=1, ep=ep, vpp=1, micro_batch=1, recompute=0, zero=1,
+                        global_batch=64, seq_len=4096, stack=get_stack(stack))
+        return float(c["layer_fwd_host_s"] + c["layer_bwd_host_s"])
+
+    stall = hw.eff.moe_host_layer_s
+    assert host("llm-foundry", 1) == pytest.approx(stall) == host("llm-foundry", 8)
+    assert host("torchtitan", 1) == 0.0
+    # 128 local experts at EP 1: Megatron's per-expert host preparation exceeds the GPU work, MegaBlocks' does not exist
+    assert host("megatron-core", 1) > host("llm-foundry", 1)

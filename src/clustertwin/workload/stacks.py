@@ -87,7 +87,11 @@ class SoftwareStack:
     # tokens-per-expert counts to the host in every MoE layer, EP 1 included) or "grouped-mm" (torchtitan:
     # torch._grouped_mm, one kernel for all local experts with device-side offsets; the only device-to-host
     # sync is its EP dispatch's all-to-all split sizes, torchtitan/distributed/expert_parallel.py
-    # _token_dispatch: "this would incur a device-to-host sync", so none at EP 1)
+    # _token_dispatch: "this would incur a device-to-host sync", so none at EP 1) or "deepspeed-einsum"
+    # (DeepSpeed-MoE, GShard-style: capacity-factor gating with static shapes and no host sync, einsum
+    # dispatch / combine over an [S, E, C] mask, a Python loop over the local experts; sim/components/moe.py)
+    # or "megablocks-gmm" (MegaBlocks dMoE: one grouped GEMM per projection, group sizes copied to the host in
+    # every MoE layer)
     moe_experts_impl: str = "te-grouped-linear"
     frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
 
@@ -105,7 +109,8 @@ class SoftwareStack:
                 "compute_efficiency": self.compute_efficiency, "tp_overlap": self.tp_overlap,
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
-                "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes}
+                "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes,
+                "moe_experts_impl": self.moe_experts_impl}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -146,6 +151,9 @@ _MEGATRON_LM_2021 = register_stack(
         # code held more than the formula, so "none" would be offered where it did not fit.
         flash_attention=False, overlap=False, grad_reduce_bytes=4, zero_stages=(0,),
         recompute=("full",), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
+        # Megatron-LM had no MoE layer before Megatron-Core (2023): MoE runs on the 2021/2022 code are
+        # Megatron-DeepSpeed's (--num-experts builds deepspeed.moe.layer.MoE; frameworks.yaml megatron-deepspeed)
+        moe_experts_impl="deepspeed-einsum",
     ))
 register_stack(replace(
     _MEGATRON_LM_2021,
@@ -193,6 +201,7 @@ register_stack(
         # independent of the GPU count) moves at ~one HDR NIC per GPU (4 x 350 GB / 66.8 s = 21 GB/s),
         # i.e. rings whose hops all cross the network. fsdp_overlap is FITTED (efficiency.yaml `fitted`).
         fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=0.6, fsdp_flat_ring=True,
+        moe_experts_impl="deepspeed-einsum",  # DeepSpeed-MoE (deepspeed/moe/sharded_moe.py)
     ))
 register_stack(
     SoftwareStack(
@@ -207,6 +216,7 @@ register_stack(
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
         fsdp_impl="zero3", fsdp_prefetch=1,
+        moe_experts_impl="deepspeed-einsum",  # DeepSpeed-MoE (deepspeed/moe/sharded_moe.py)
     ))
 register_stack(
     SoftwareStack(
@@ -221,6 +231,9 @@ register_stack(
         recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
         # llm-foundry's 2023 MPT blocks ran FlashAttention v1 / Triton kernels, which FlashAttention-2
         # outruns by 1.7-3.0x (FA v1) and 1.3-2.5x (Triton) (Dao, arXiv:2307.08691 Sec. 4.1): 1/1.7 taken
+        # MoE: MegaBlocks dMoE (llm-foundry ffn_type mb_dmoe), one grouped_gemm per projection whose group
+        # sizes are copied to the host in every layer (megablocks/layers/mlp.py GroupedMLP)
+        moe_experts_impl="megablocks-gmm",
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
         compute_efficiency=1.0, fsdp_overlap=0.0,  # FITTED (efficiency.yaml `fitted`)
     ))

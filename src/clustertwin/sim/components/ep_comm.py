@@ -19,6 +19,8 @@ exposes it whole).
   carries the intra-domain copies and the forwarded ones, T * k * h * 2 * (ep - 1) / ep. The two tiers
   run concurrently (the slower one bounds the time), each priced by ``collective_time`` as an
   all-to-all among the ranks of its tier.
+* DeepSpeed-MoE (stack ``moe_experts_impl = "deepspeed-einsum"``): the capacity buffers go as one direct
+  all-to-all over the EP group (deepspeed/moe/sharded_moe.py ``_AllToAll``), across domains too.
 """
 
 from __future__ import annotations
@@ -59,5 +61,6 @@ def ep_comm(st: Stage, a2a_bytes):
     t_net = collective_time(ALL_TO_ALL, net_sent * n_dom / np.maximum(n_dom - 1.0, 1.0), n_dom, 1.0, hw)
     t_up = collective_time(ALL_TO_ALL, up_sent * r_ep / np.maximum(r_ep - 1.0, 1.0), r_ep, r_ep, hw)
     hier = np.maximum(t_net, t_up)
-    a2a = np.where(n_dom > 1.5, np.minimum(direct, hier), direct)
+    # DeepSpeed-MoE sends its [E, C, h] capacity buffers as one plain all-to-all (no deduplication)
+    a2a = direct if st.moe_einsum else np.where(n_dom > 1.5, np.minimum(direct, hier), direct)
     return 2.0 * a2a, 2.0 * a2a

@@ -48,7 +48,29 @@ Stacks (``SoftwareStack.moe_experts_impl``): the above is Megatron's (TE Grouped
 experts as one ``torch._grouped_mm`` per projection (no per-expert kernels or host preparation) and syncs
 with the host only for its EP all-to-all split sizes, so it has no ``moe_host_expert`` term and the stall
 S only at EP > 1 (ASSUMPTION: the same S as Megatron's per platform; no torchtitan MoE run is in the
-validation set to fit it).
+validation set to fit it). MegaBlocks' dropless MoE (llm-foundry's ``dmoe`` FFN; ``moe_experts_impl =
+"megablocks-gmm"``) also runs one grouped GEMM per projection (``grouped_gemm.ops.gmm``), but that kernel
+takes the tokens-per-expert as a host tensor (megablocks/layers/mlp.py ``GroupedMLP.forward``:
+``batch_sizes = tokens_per_expert.cpu()``), so it syncs in every MoE layer, EP 1 included: the stall S
+without per-expert host terms (ASSUMPTION: Megatron's S per platform).
+
+DeepSpeed-MoE (``moe_experts_impl = "deepspeed-einsum"``: the deepspeed / Megatron-DeepSpeed stacks) runs
+GShard's formulation (deepspeed/moe/sharded_moe.py ``MOELayer.forward``, ``top1gating`` / ``top2gating`` /
+``topkgating``): with ``drop_tokens`` (the default) every expert takes a fixed capacity C = k * cf * S / E
+of the S tokens of the rank (cf = ``capacity_factor``, default 1.0 in ``deepspeed.moe.layer.MoE``), so
+the buffers have static shapes and nothing waits for the host: no stall S, only the per-expert host cost
+beyond the GPU work (its ``Experts`` module loops over the local experts, one kernel set each). The
+dispatch and combine are dense einsums over an [S, E, C] mask: ``sec,sm->ecm`` gathers the capacity
+buffer as a GEMM contracting over the S tokens ([E*C, S] x [S, h]) and ``sec,ecm->sm`` scatters it back
+([S, E*C] x [E*C, h]), 2 * S * E*C * h FLOPs each in the forward (backward: the input gradient of the dispatch, the expert-output and
+combine-weight gradients of the combine, three more of the same size), which grows with the square of
+the tokens per rank. The gating builds the FP32 combine weights [S, E, C] (one ``se,sc->sec`` product
+per k, summed), their boolean dispatch mask, and the two casts to the activation dtype the einsums
+take; backward casts the combine-weight gradient back and reduces it to the gates. With TP every rank
+gates and dispatches the S tokens it holds (all of the micro-batch's without sequence parallelism) and
+keeps 1/t of the capacity slots
+(``drop_tokens``) for the all-to-all and its experts. The expert buffers travel as one plain all-to-all
+(no token deduplication across domains).
 
 Routing: balanced (every local expert gets the same m). The published MoE benchmarks force balanced
 routing (``--moe-router-force-load-balancing``; validation README), so no imbalance factor is applied;
@@ -65,6 +87,10 @@ from ... import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp
 from ..kernels import gemm_time, gemm_train_time, mem_time
 from .fp8 import quant_time
 from .stage import Stage
+
+# DeepSpeed-MoE capacity factor: ``deepspeed.moe.layer.MoE(capacity_factor=1.0)`` (training default; the
+# gate multiplies it by k); a run that sets another value is not described by any column (ASSUMPTION)
+DEEPSPEED_CAPACITY_FACTOR = 1.0
 
 
 class MoELayer(NamedTuple):
@@ -91,9 +117,12 @@ def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
         return z, z
     eff = st.hw.eff
     _, local = tokens_per_expert(st)
-    if st.moe_grouped_mm:  # torch._grouped_mm: one launch for all experts; sync only in the EP dispatch
-        host = np.zeros_like(local)
-        stall = np.where(st.e > 1, eff.moe_host_layer_s, 0.0)
+    if st.moe_grouped_mm:  # one grouped-GEMM launch for all experts; torchtitan syncs only in the EP
+        host = np.zeros_like(local)  # dispatch, MegaBlocks in every layer (its group sizes live on the host)
+        stall = np.where((st.e > 1) | st.moe_sync_ep1, eff.moe_host_layer_s, 0.0)
+    elif st.moe_einsum:  # DeepSpeed-MoE: static capacity shapes, no sync; the host issues ahead of the GPU
+        host = eff.moe_host_expert_s * local
+        stall = np.zeros_like(local)
     else:
         host = eff.moe_host_expert_s * local
         stall = eff.moe_host_layer_s  # exposed whole: the GPU queue is empty at the sync
@@ -161,7 +190,38 @@ def moe_layer(st: Stage) -> MoELayer:
         cast_f, cast_b = quant_time(hw, hw.dtype, x_elems=rows * (h + fe / etp_f), dy_elems=rows * (mats * fe / etp_f + h),
                                     w_elems=w_elems, operands=2.0 * local,
                                     weight_share=np.where(st.fp8_weight_cache, 1.0 / np.maximum(st.m, 1.0), 1.0))
-    mem_f = router + perm + act_f + cast_f
-    mem_b = router + perm + act_b + cast_b
+    if st.moe_einsum:  # DeepSpeed-MoE: the einsum dispatch / combine replace the permutation kernels; with
+        # TP every rank gates and dispatches all tokens it holds (all of them without sequence parallelism),
+        # then keeps 1/t of the capacity slots (drop_tokens)
+        gf, gb, perm_f, perm_b = _einsum_dispatch(st, st.tok_sp, h, k)
+        moe_f, moe_b = moe_f + gf, moe_b + gb
+    else:
+        perm_f = perm_b = perm
+    mem_f = router + perm_f + act_f + cast_f
+    mem_b = router + perm_b + act_b + cast_b
     norms = mem_time(hw, 2.0 * 2.0 * ab * h * st.tok_sp, 2)  # two RMSNorms, read + write h
     return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * ab, act_f + norms)
+
+
+def _einsum_dispatch(st: Stage, S, h: float, k: float):
+    """(GEMM forward, GEMM backward, HBM forward, HBM backward) of DeepSpeed-MoE's einsum dispatch and combine
+    of one layer on one rank (module docstring): S tokens, E*C = k * cf * S capacity slots."""
+    hw, ab = st.hw, st.act_bytes
+    # in the activation dtype: BF16 in FP8 / FP4 steps (the BF16 peak), 4-byte operands at the step's peak
+    # in a TF32 / FP32 step
+    pk = hw.peak if ab > 2.0 else hw.peak_bf16
+    ec = k * DEEPSPEED_CAPACITY_FACTOR * S  # E * C
+    disp = gemm_time(hw, ec, h, S, in_bytes=ab, peak=pk)  # sec,sm->ecm: [E*C, S] x [S, h]
+    comb = gemm_time(hw, S, h, ec, in_bytes=ab, peak=pk)  # sec,ecm->sm: [S, E*C] x [E*C, h]
+    comb_w = gemm_time(hw, S, ec, h, in_bytes=ab, peak=pk)  # combine-weight gradient: [S, h] x [h, E*C]
+    fwd = disp + comb
+    bwd = comb + disp + comb_w  # dispatch input grad [S, h, E*C]; combine: expert-output grad, weight grad
+    sec = S * ec  # elements of one [S, E, C] tensor
+    # forward, B per element: the FP32 combine weights (top-1: gates x one-hot locations, written 4; top-2:
+    # two such products summed, 8 + 12; top-k: a [S, E, C] one-hot written 4, times the gates, 4 + 4), the
+    # boolean dispatch mask (4 + 1) and the two casts to the activation dtype (1 + a, 4 + a; a = 2 B); backward:
+    # the combine-weight gradient cast back (a + 4) and its reduction to the gates (4 per product read; top-k
+    # reads the one-hot too)
+    fwd_b = sec * np.where(k == 1, 4.0, np.where(k == 2, 20.0, 12.0)) + sec * (5.0 + (1.0 + ab) + (4.0 + ab))
+    bwd_b = sec * ((ab + 4.0) + np.where(k == 1, 4.0, 8.0))
+    return fwd, bwd, mem_time(hw, fwd_b, 5.0), mem_time(hw, bwd_b, 2.0)

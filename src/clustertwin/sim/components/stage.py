@@ -60,8 +60,10 @@ class Stage:
     attn_speed: float = 1.0
     attn_backend: str = "flash"  # fused-attention backend: "flash" (FlashAttention-2 class) or "cudnn" (TE)
     sel_half: bool = False
-    fp8_weight_cache: bool = False
-    moe_grouped_mm: bool = False  # experts in one grouped-GEMM kernel, host sync only in the EP dispatch  # FP8 weights cast once per step (TE), not every micro-batch (torchao)
+    fp8_weight_cache: bool = False  # FP8 weights cast once per step (TE), not every micro-batch (torchao)
+    moe_grouped_mm: bool = False  # experts in one grouped-GEMM kernel; host sync only in the EP dispatch ...
+    moe_sync_ep1: bool = False  # ... unless the grouped GEMM takes its group sizes from the host (MegaBlocks)
+    moe_einsum: bool = False  # DeepSpeed-MoE: capacity-factor gating, einsum dispatch/combine, no host sync
     fsdp_recompute_gather: bool = False
     fsdp_flat: bool = False
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
@@ -106,5 +108,7 @@ def _stack_fields(stack) -> dict:
     return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
             "sel_half": stack.selective_recompute == "half-forward",
             "fp8_weight_cache": bool(stack.fp8_weight_cache),
-            "moe_grouped_mm": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "grouped-mm",
+            "moe_grouped_mm": getattr(stack, "moe_experts_impl", "te-grouped-linear") in ("grouped-mm", "megablocks-gmm"),
+            "moe_sync_ep1": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "megablocks-gmm",
+            "moe_einsum": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "deepspeed-einsum",
             "fsdp_recompute_gather": stack.fsdp_impl in ("zero3-2021", "zero3"), "fsdp_flat": bool(stack.fsdp_flat_ring)}
