@@ -36,6 +36,7 @@ class ChipEfficiency:
     step_overhead_s: float
     moe_host_layer_s: float  # host time to issue one MoE layer's fwd + bwd besides its experts (framework)
     moe_host_expert_s: float  # host time per local expert per MoE layer fwd + bwd (TE GroupedLinear)
+    moe_sync_stall_s: float  # exposed cost of one grouped-GEMM MoE layer's split-size host sync (torchtitan)
     num_sms: int
     mamf_fraction: dict[str, float]
     assumptions: dict[str, str] = field(default_factory=dict)
@@ -89,6 +90,7 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         step_overhead_s=float(cfg["step_overhead_s"]),
         moe_host_layer_s=float(cfg.get("moe_host_layer_us", 0.0)) * 1e-6,
         moe_host_expert_s=float(cfg.get("moe_host_expert_us", 0.0)) * 1e-6,
+        moe_sync_stall_s=float(cfg.get("moe_sync_stall_us", 0.0)) * 1e-6,
         num_sms=int(sms), mamf_fraction=mamf,
         assumptions=dict(chip.get("assumed", {})),
     )

@@ -46,13 +46,15 @@ every expert's GEMMs separately; TE issues #1499, #2897), which hides under the 
 
 Stacks (``SoftwareStack.moe_experts_impl``): the above is Megatron's (TE GroupedLinear). torchtitan runs the
 experts as one ``torch._grouped_mm`` per projection (no per-expert kernels or host preparation) and syncs
-with the host only for its EP all-to-all split sizes, so it has no ``moe_host_expert`` term and the stall
-S only at EP > 1 (ASSUMPTION: the same S as Megatron's per platform; no torchtitan MoE run is in the
-validation set to fit it). MegaBlocks' dropless MoE (llm-foundry's ``dmoe`` FFN; ``moe_experts_impl =
+with the host only for its EP all-to-all split sizes, once per layer in the forward (the combine and the
+backward reuse the host-side splits), so it has no ``moe_host_expert`` term and, at EP > 1 only, a forward
+stall ``moe_sync_stall`` (SOURCED, not Megatron's fitted S: 650 us, torchtitan's eager dispatch minus its
+combine for the same payload on 2x H100, meta-pytorch/kraken PR #32; efficiency.yaml; ASSUMED the same
+on other chips). MegaBlocks' dropless MoE (llm-foundry's ``mb_dmoe`` FFN; ``moe_experts_impl =
 "megablocks-gmm"``) also runs one grouped GEMM per projection (``grouped_gemm.ops.gmm``), but that kernel
 takes the tokens-per-expert as a host tensor (megablocks/layers/mlp.py ``GroupedMLP.forward``:
-``batch_sizes = tokens_per_expert.cpu()``), so it syncs in every MoE layer, EP 1 included: the stall S
-without per-expert host terms (ASSUMPTION: Megatron's S per platform).
+``batch_sizes = tokens_per_expert.cpu()``), so it syncs in every MoE layer, EP 1 included: the same
+forward stall (ASSUMED equal to torchtitan's), no per-expert host terms.
 
 DeepSpeed-MoE (``moe_experts_impl = "deepspeed-einsum"``: the deepspeed / Megatron-DeepSpeed stacks) runs
 GShard's formulation (deepspeed/moe/sharded_moe.py ``MOELayer.forward``, ``top1gating`` / ``top2gating`` /
@@ -118,8 +120,9 @@ def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
     eff = st.hw.eff
     _, local = tokens_per_expert(st)
     if st.moe_grouped_mm:  # one grouped-GEMM launch for all experts; torchtitan syncs only in the EP
-        host = np.zeros_like(local)  # dispatch, MegaBlocks in every layer (its group sizes live on the host)
-        stall = np.where((st.e > 1) | st.moe_sync_ep1, eff.moe_host_layer_s, 0.0)
+        # dispatch, MegaBlocks in every layer (its group sizes live on the host); one sync, in the forward
+        stall = np.where((st.e > 1) | st.moe_sync_ep1, eff.moe_sync_stall_s, 0.0) * np.ones_like(local)
+        return stall, np.zeros_like(stall)
     elif st.moe_einsum:  # DeepSpeed-MoE: static capacity shapes, no sync; the host issues ahead of the GPU
         host = eff.moe_host_expert_s * local
         stall = np.zeros_like(local)
