@@ -406,6 +406,15 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
         gb = d * m_ * (4 * p if p > 1 else 1)
         out["global_batch"] = str(gb)
         notes.append(f"global_batch blank: {gb} assumed (dp x micro_batch{' x 4 pp micro-batches' if p > 1 else ''})")
+    else:
+        d, m_, gb = max(1, _int(out, "dp", 1)), max(1, _int(out, "micro_batch", 1)), _int(out, "global_batch")
+        if gb > 0 and gb % (d * m_):
+            # a step runs whole micro-batches on every DP rank: the nearest whole number of them
+            k = max(1, round(gb / (d * m_)))
+            out["global_batch"] = str(k * d * m_)
+            notes.append(f"global_batch {gb} is not a multiple of dp x micro_batch = {d * m_}: modelled as {k * d * m_} "
+                         f"({k} micro-batch{'es' if k > 1 else ''} per rank); predicted step time is for that batch")
+    _fill_shape_from_zoo(out, notes)
     experts = _int(out, "num_experts")
     if experts > 1:
         if not text("moe_ffn_hidden_size") and text("ffn_hidden_size"):
@@ -421,6 +430,44 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
             out["ep"] = str(max(1, ep))
             notes.append(f"ep blank for an MoE run: {max(1, ep)} assumed (the largest divisor of the experts and "
                          f"dp*cp that fits one node: expert parallelism inside the NVLink domain)")
+
+
+# model-shape columns a row may leave blank that the zoo model named in its ``model`` column supplies
+_SHAPE_COLUMNS = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
+_MOE_SHAPE_COLUMNS = ("moe_topk", "moe_ffn_hidden_size")
+
+
+def _fill_shape_from_zoo(out: dict[str, str], notes: list[str]) -> None:
+    """Blank shape columns (vocab_size; on an MoE row moe_topk, moe_ffn_hidden_size) from the zoo model the
+    ``model`` column names (catalog/names.py ``resolve_model_ref``: HF ids, -Instruct suffixes ...), each
+    said in ``notes``. MoE columns only when the zoo model has the row's expert count. Nothing when no
+    shape column is blank or the name is not a zoo model (the row then fails with the reason)."""
+    experts = _int(out, "num_experts")
+    cols = _SHAPE_COLUMNS + (_MOE_SHAPE_COLUMNS if experts > 1 else ())
+    blank = [c for c in cols if not (out.get(c) or "").strip()]
+    if not blank or not (out.get("model") or "").strip():
+        return
+    from .catalog.names import resolve_model_ref
+    from .errors import UnknownNameError
+    from .workload.model import builtin_models
+
+    table = builtin_models()
+    try:
+        mid, _ = resolve_model_ref(out["model"], tuple(table))
+    except UnknownNameError:
+        return
+    m = table[mid]
+    if (experts > 1) != m.is_moe or (experts > 1 and m.num_experts != experts):
+        return  # not the same architecture as the row's
+    filled = []
+    for c in blank:
+        v = int(getattr(m, c) or 0)
+        if v > 0:
+            out[c] = str(v)
+            filled.append(f"{c} {v}")
+    if filled:
+        notes.append(f"{', '.join(filled)} blank: taken from the zoo model {mid!r} (the row's model column "
+                     f"{out['model'].strip()!r})")
 
 
 def hardware_notes(row: dict[str, str], catalog) -> str:

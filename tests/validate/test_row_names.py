@@ -136,6 +136,7 @@ def test_a_layout_the_run_used_is_modelled_as_published(h100, framework, said):
     ({"dp": "96"}, "dp taken as num_gpus"), ({"num_gpus": "56"}, "num_gpus taken as 48"),
     ({"sequence_parallel": "true", "fsdp": "no", "zero_stage": "zero-1"}, ""),
     ({"virtual_pipeline": "2"}, "with pp 1 read as 1"),
+    ({"global_batch": "100"}, "global_batch 100 is not a multiple of dp x micro_batch = 48: modelled as 96"),
 ])
 def test_blank_and_odd_columns_are_filled_with_a_note(h100, cols, said):
     assert said in _one(h100, **cols).note
@@ -145,6 +146,16 @@ def test_moe_row_with_blank_ep_assumes_ep_inside_the_node(validation_dir):
     moe = next(r for r in _rows(validation_dir, "training") if r["num_experts"] not in ("", "0", "1")
                and int(r["ep"] or 1) > 1)
     assert "ep blank for an MoE run" in _one(moe, ep="").note
+
+
+def test_blank_shape_columns_come_from_the_zoo_model_the_row_names(validation_dir):
+    rows = _rows(validation_dir, "training")
+    dense = next(r for r in rows if r["model"] == "Llama3-8B")
+    assert "vocab_size 128256 blank: taken from the zoo model 'llama3-8b'" in _one(dense, vocab_size="").note
+    moe = next(r for r in rows if r["model"] == "Qwen3-30B-A3B")
+    assert "moe_topk 8 blank: taken from the zoo model 'qwen3-30b-a3b'" in _one(moe, moe_topk="").note
+    r = validate_rows([dict(dense, id="probe", vocab_size="", model="GPT-1.7B")]).rows[0]  # not a zoo model
+    assert r.error_pct is None and "vocab_size" in r.reason
 
 
 def test_public_rows_resolve_unchanged(validation_dir):

@@ -273,7 +273,7 @@ def resolve_model_ref(ref: str, known) -> tuple[str, str]:
     table = names_table()
     aliases = table.get("models") or {}
     notes = table.get("model_notes") or {}
-    n = normalize(raw.split("/")[-1])
+    n = normalize(re.sub(r"\s*\([^)]*\)\s*$", "", raw).split("/")[-1])  # "DeepSeek-V3 (w/o MTP)" -> deepseek-v3
     suffix = [re.compile(p) for p in table.get("model_suffixes") or ()]
     by_key = {_squash(i): i for i in ids}
     cand = n
