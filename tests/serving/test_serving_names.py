@@ -110,3 +110,20 @@ def test_total_and_per_sample_targets_are_derived_from_the_per_gpu_prediction(of
     assert resolve_target("Tokens/s/GPU", TARGETS + DERIVED_TARGETS)[0] == "tokens_per_s_per_gpu"
     with pytest.raises(InputError, match="unknown target_metric"):
         resolve_target("tpot_p99_ms", TARGETS + DERIVED_TARGETS)
+
+
+def test_published_spellings_of_degrees_flags_and_rates(offline, catalog):
+    base = row_inputs(offline, catalog)
+    tp8 = row_inputs(dict(offline, tp="TP8"), catalog)
+    assert tp8[3].tp == 8 and row_inputs(dict(offline, tp="tp=8"), catalog)[3].tp == 8
+    assert row_inputs(dict(offline, dp_attention="true"), catalog)[3].dp_attention
+    pct = row_inputs(dict(offline, kv_cache_hit_rate="50%"), catalog)
+    assert pct[3].prefix_hit_rate == pytest.approx(0.5) and any("read as 0.5 (percent)" in a for a in pct[7])
+    assert base[3].prefix_hit_rate == 0.0
+
+
+def test_a_throughput_row_without_an_output_length_decodes_the_dataset_mean(offline, catalog):
+    wl, assumed = (lambda x: (x[4], x[7]))(row_inputs(dict(offline, output_len=""), catalog))
+    assert wl.output_len == 285.0 and any("MLPerf dataset mean generated tokens" in a for a in assumed)
+    other = row_inputs(dict(offline, output_len="", model_ref="qwen3-235b-a22b", weights_dtype="fp8"), catalog)
+    assert other[4].output_len == 1024.0 and any("1024 tokens (assumed)" in a for a in other[7])

@@ -36,6 +36,13 @@ MLPERF_MEAN_INPUT = {"llama2-70b": 294.0, "mixtral-8x7b": 606.0, "llama3.1-8b": 
 # assumed); prefill/decode phase rows without an output length decode to input + DEFAULT_DECODE_OUTPUT/2.
 MLPERF_MEAN_OUTPUT = {"llama3.1-8b": 128.0}
 DEFAULT_DECODE_OUTPUT = 0.0
+# A throughput row (offline / server / interactive, output tokens/s target) that does not state its output
+# length: the MLPerf dataset's mean generated tokens per sample where the model is an MLPerf benchmark (the
+# TOKENS_PER_SAMPLE of the accuracy runs in the MLPerf Inference v5.1 closed submissions of serving.csv:
+# llama2-70b 272-301, mixtral-8x7b 143.5-146.1, llama3.1-405b 627-653, deepseek-r1 3,713), else 1024 tokens
+# (assumed). A workload input, not a fitted constant; without it such a row would decode one token.
+MLPERF_DATASET_OUTPUT = {"llama2-70b": 285.0, "mixtral-8x7b": 145.0, "llama3.1-405b": 645.0, "deepseek-r1": 3713.0}
+DEFAULT_THROUGHPUT_OUTPUT = 1024.0
 # Production prompt length (DeepSeek Day 6 does not state it): its mean decode KV length 4,989 minus a
 # ~1k-token answer, rounded (assumed).
 PRODUCTION_INPUT = 4000.0
@@ -185,10 +192,10 @@ def row_inputs(row: dict, catalog):
     if num_gpus is None:
         num_gpus = system.devices_per_domain
         assumed.append(f"num_gpus not stated: one {system.id} scale-up domain ({num_gpus} GPUs)")
-    tp = _lead_int(row.get("tp"))
-    ep = _lead_int(row.get("ep"))
-    pp = _lead_int(row.get("pp")) or 1
-    dp_attn = (row.get("dp_attention") or "").strip().lower().startswith("yes")
+    tp = _degree(row.get("tp"))
+    ep = _degree(row.get("ep"))
+    pp = _degree(row.get("pp")) or 1
+    dp_attn = _flag(row.get("dp_attention"))
     wdt = _weights_dtype(row, system.accelerator, assumed)
     kvdt = _kv_dtype(row, wdt, engine.id, assumed)
     if tp is None and ep is None:
@@ -219,10 +226,16 @@ def row_inputs(row: dict, catalog):
     ms = re.search(r"num_scheduler_steps\s*=\s*(\d+)", basis)
     sched_steps = int(ms.group(1)) if ms else 1
     hit = _lead_num(row.get("kv_cache_hit_rate")) or 0.0
+    if hit > 1.0 or "%" in (row.get("kv_cache_hit_rate") or ""):  # a percentage ("50%", "50")
+        assumed.append(f"kv_cache_hit_rate {row.get('kv_cache_hit_rate', '').strip()!r} read as {hit / 100.0:g} (percent)")
+        hit /= 100.0
     spec_txt = (row.get("speculative_decoding") or "").strip().lower()
     spec, accept = 0, 0.0
     if spec_txt and not spec_txt.startswith("no") and ("mtp" in spec_txt or "eagle" in spec_txt or "spec" in spec_txt):
         spec = max(1, model.mtp_depth or 1)
+        nt = re.search(r"(\d+)\s*(?:draft\s+|speculative\s+|mtp\s+)?tokens?\b", spec_txt)  # "MTP 3 tokens"
+        if nt and int(nt.group(1)) >= 1:
+            spec = int(nt.group(1))
         pm = re.search(r"(\d+(?:\.\d+)?)\s*%\s*acceptance", spec_txt)
         if pm:
             accept = float(pm.group(1)) / 100.0
@@ -254,6 +267,11 @@ def row_inputs(row: dict, catalog):
         if ref in MLPERF_MEAN_OUTPUT and kind not in ("prefill", "decode", "production"):
             out = MLPERF_MEAN_OUTPUT[ref]
             assumed.append(f"mean output length not stated: {out:.0f} tokens")
+        elif kind in ("offline", "server", "interactive", "latency-band", "") and _throughput_target(row):
+            out = MLPERF_DATASET_OUTPUT.get(ref, DEFAULT_THROUGHPUT_OUTPUT)
+            assumed.append(f"output length not stated: {out:.0f} tokens ("
+                           + ("MLPerf dataset mean generated tokens per sample, see validation.py" if ref in
+                              MLPERF_DATASET_OUTPUT else "assumed") + ")")
         else:
             out = DEFAULT_DECODE_OUTPUT
     kv_len = _lead_num(row.get("kv_cache_len")) or 0.0
@@ -275,9 +293,27 @@ def row_inputs(row: dict, catalog):
                   input_cv=cv, output_cv=cv, input_max=_lead_num(row.get("input_len_max")) or 0.0)
     nreq = re.search(r"(\d+)\s+requests\s+total", batch_txt)
     extras = {"kind": kind, "num_gpus": num_gpus, "tps_band": _band(row.get("tps_per_user") or ""),
-              "disaggregated": (row.get("disaggregated") or "").strip().lower().startswith("yes"),
+              "disaggregated": _flag(row.get("disaggregated")),
               "output_known": out > 0, "requests": int(nreq.group(1)) if nreq else 0}
     return model, system, scaleout, dep, wl, engine, extras, assumed
+
+
+def _degree(text: str | None) -> int | None:
+    """A parallel degree as published: "8", "8 (routed experts)", "TP8", "tp=8", "EP 32"; None if not stated."""
+    t = re.sub(r"^\s*(?:[a-z]{2,3}\s*=?\s*)(?=\d)", "", (text or "").lower())
+    return _lead_int(t)
+
+
+def _flag(text: str | None) -> bool:
+    """yes / true / on / 1 (any case, with a parenthetical: "yes (DP32)") is set; anything else is not."""
+    return bool(re.match(r"\s*(yes|true|on|1|y|enabled)\b", (text or "").lower()))
+
+
+def _throughput_target(row: dict) -> bool:
+    try:
+        return serving_target(row)[0] in ("tokens_per_s_per_gpu",) + DERIVED_TARGETS
+    except InputError:
+        return False
 
 
 def _band(text: str) -> float:
