@@ -17,7 +17,10 @@ faster than the row, the row's layout or software was not the best the experts f
 rate is the fairer reference. A `*` after own/pub: the memory model refuses the row's own layout (NVIDIA
 ran it), so the search cannot pick it.
 
-    python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5]
+    python benchmarks/bench_planner_realism.py [--framework megatron-bridge] [--top 5] [--engine event]
+
+`--engine event` re-times the analytical top 10 of every search (and the row's own layout) with the
+discrete-event engine before ranking (`plan --engine event`); slower (minutes on 2 cores).
 
 Targets (issue #15): median ratio <= 1.10, none above 1.30.
 """
@@ -80,12 +83,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--framework", default="megatron-bridge")
     ap.add_argument("--top", type=int, default=5)
+    ap.add_argument("--engine", default="analytical", choices=("analytical", "event"))
     a = ap.parse_args()
     cat = load_catalog()
     known = best_known_per_gpu()
     rows = [r for r in read_rows(packaged_path("training")) if (r.get("framework") or "").strip() == a.framework]
     keys = ("tp", "pp", "dp", "cp", "ep")
-    print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row")
+    print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row; {a.engine} engine")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<35} "
           f"{'best layout':<35} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} "
           f"{'@rowMB/pub':>10} {'s':>5}")
@@ -97,7 +101,7 @@ def main() -> None:
         lay = row_layout(r)
         pub = published_tokens_per_s(r)
         try:
-            req, _ = request_from_row(r, cat, top_k=a.top)
+            req, _ = request_from_row(r, cat, top_k=a.top, engine=a.engine)
             rep = plan(req, cat)
         except InputError as exc:
             failed.append((r["id"], exc.message))
@@ -106,16 +110,18 @@ def main() -> None:
         best = rep.plans[0]
         rank = next((p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
         ratio = best["tokens_per_s"] / pub if pub else float("nan")
-        own_est = _estimate_row(r, cat)
+        own_est = _estimate_row(r, cat, a.engine)
         own = float(r["measured_step_time_s"]) / own_est.step_time_s if pub else float("nan")
         if not own_est.fits_memory:  # the memory model refuses a layout NVIDIA ran: the search cannot pick it
             refused.append(f"{r['id']} ({own_est.memory_gb_per_gpu:.0f} GB > {own_est.memory_capacity_gb:.0f})")
         is_moe = int(float(r.get("num_experts") or 0)) > 1
         at_ep = float("nan")
         if is_moe:  # the best plan with EP fixed to the row's: how much of the gap is the EP choice
-            req_ep, _ = request_from_row(r, cat, top_k=1, options=SpaceOptions(fixed={"ep": (int(lay["ep"]),)}))
+            req_ep, _ = request_from_row(r, cat, top_k=1, engine=a.engine,
+                                         options=SpaceOptions(fixed={"ep": (int(lay["ep"]),)}))
             at_ep = plan(req_ep, cat).plans[0]["tokens_per_s"] / pub
-            req_mb, _ = request_from_row(r, cat, top_k=1, options=SpaceOptions(fixed={"micro_batch": (int(lay["micro_batch"]),)}))
+            req_mb, _ = request_from_row(r, cat, top_k=1, engine=a.engine,
+                                         options=SpaceOptions(fixed={"micro_batch": (int(lay["micro_batch"]),)}))
             at_mb = plan(req_mb, cat).plans[0]["tokens_per_s"] / pub
         else:
             at_mb = float("nan")
@@ -164,7 +170,7 @@ def main() -> None:
             print("    " + line)
         if later_rows:
             print("  the model at those later layouts (out of sample: no fit saw them), predicted / published:")
-            eng = get_engine("analytical")
+            eng = get_engine(a.engine)
             for r, k in later_rows:
                 q = later_plan(r, k)
                 system, fabric = _row_hardware(r, cat)

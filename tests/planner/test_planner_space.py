@@ -40,9 +40,12 @@ def naive(shape: ModelShape, n: int, d: int, gb: int, seq: int, o: SpaceOptions)
             c = pp * v
             # Megatron's embedding/loss layer slots: pp*vpp may divide L + 2 (chunks of one slot included,
             # NVIDIA's 405B recipe: 126 + 2 = 16 x 8), the plan rule of workload/rules.py; with uneven
-            # stages any pp*vpp <= L, interleaved with a power-of-two vpp only
+            # stages any pp*vpp <= L, interleaved with a power-of-two vpp only and uniform interior virtual
+            # stages (ceil(L/c) layers each; the first and last lighter by at most 2 ceil(L/c) - 1)
             even = L % c == 0 or (o.uneven_pipeline and pp > 1 and (L + 2) % c == 0)
-            if not even and not (o.uneven_pipeline and c <= L and (v & (v - 1)) == 0):
+            per = -(-L // c)
+            uniform = v == 1 or per * c - L <= 2 * per - 1
+            if not even and not (o.uneven_pipeline and c <= L and (v & (v - 1)) == 0 and uniform):
                 continue
             if v > 1 and pp == 1:
                 continue
@@ -143,3 +146,28 @@ def test_schedules_and_expert_tp_follow_the_stack():
     assert set(np.unique(mc["etp"][mc["tp"] == 4]).tolist()) == {1, 4}
     dense = ModelShape(name="d", num_layers=32, num_attention_heads=32, num_kv_heads=8)
     assert set(structural_space(dense, **kw)["etp"].tolist()) == {1}
+
+
+def test_uneven_interleaving_needs_uniform_interior_stages():
+    """An uneven layout interleaves only when every virtual stage but the first and the last can hold the
+    same whole number of layers (NVIDIA's DeepSeek-V3 layouts): 61 layers on PP8 V4 (31 stages of 2, the
+    ends lighter by 3) and PP4 V2 stay; 94 layers on PP8 V8 (34 of 64 chunks one layer short) and 36 on
+    PP4 V4 go. Even and embedding/loss-slot layouts (94 + 2 = 96 on PP8 V4 or V6) are not affected, nor a
+    vpp fixed by the user."""
+    kw = dict(domain_size=8, seq_len=4096)
+    ds = structural_space(ModelShape(name="ds", num_layers=61, num_attention_heads=128, num_kv_heads=128,
+                                     num_experts=256, mla=True), num_gpus=256, global_batch=1024, **kw)
+    pv = set(zip(ds["pp"].tolist(), ds["vpp"].tolist(), strict=True))
+    assert {(8, 4), (4, 2), (16, 1), (4, 4)} <= pv
+    qw = structural_space(ModelShape(name="q", num_layers=94, num_attention_heads=64, num_kv_heads=4, num_experts=128),
+                          num_gpus=256, global_batch=2048, **kw)
+    pv = set(zip(qw["pp"].tolist(), qw["vpp"].tolist(), strict=True))
+    assert (8, 8) not in pv and (16, 4) not in pv and {(8, 4), (8, 6), (8, 2), (8, 1)} <= pv
+    g = structural_space(ModelShape(name="g", num_layers=36, num_attention_heads=64, num_kv_heads=8, num_experts=128),
+                         num_gpus=64, global_batch=512, **kw)
+    pv = set(zip(g["pp"].tolist(), g["vpp"].tolist(), strict=True))
+    assert (4, 4) not in pv and (4, 8) not in pv and {(4, 2), (4, 3), (4, 1)} <= pv
+    fixed = structural_space(ModelShape(name="g", num_layers=36, num_attention_heads=64, num_kv_heads=8,
+                                        num_experts=128), num_gpus=64, global_batch=512,
+                             options=SpaceOptions(fixed={"vpp": (8,)}), **kw)
+    assert (fixed["pp"] == 4).any()
