@@ -115,3 +115,25 @@ def test_stage_costs_are_granular(cat):
     # more TP: less GEMM time per GPU, more TP bytes per collective stays equal (b s h)
     assert np.all(np.diff(c["layer_fwd_gemm_s"]) < 0)
     assert np.all(c["tp_comm_fwd_s"] > 0)
+
+
+def test_mixed_interleaved_chunks_are_flagged(cat):
+    """An uneven interleaved layout with mixed chunk sizes (80 layers on PP4 V8: virtual stages of 2 and 3
+    layers) says that the closed form does not price its stalls; NVIDIA's DeepSeek-V3 layout (61 layers on
+    PP4 V4: uniform 4 with lighter ends), an embedding/loss-slot split (126 + 2 on PP8 V4) and an even
+    split do not."""
+    from clustertwin.workload.pipeline import mixed_interleaved_chunks
+
+    assert mixed_interleaved_chunks(80, 4, 8) and mixed_interleaved_chunks(94, 8, 8)
+    assert not any(mixed_interleaved_chunks(*a) for a in ((61, 4, 4), (61, 8, 4), (126, 8, 4), (80, 4, 5), (80, 4, 1)))
+    assert mixed_interleaved_chunks(np.array([80, 61]), np.array([4, 4]), np.array([8, 4])).tolist() == [True, False]
+    s = cat.system("hgx-h100")
+    f = cat.fabric(s.default_scaleout)
+    m = get_model("llama3-70b")
+
+    def note(**kw):
+        p = make_plan(gpus=64, tp=4, pp=4, global_batch=256, seq_len=8192, **kw)
+        return [a for a in estimate(m, s, f, p, catalog=cat).assumptions if a.startswith("pipeline:")]
+
+    assert "vpp 8 mix virtual stages of 2 and 3 layers" in note(vpp=8, uneven_pipeline=True)[0]
+    assert not note(vpp=5)

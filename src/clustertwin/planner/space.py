@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
-from ..workload.pipeline import PIPELINE_SCHEDULES
+from ..workload.pipeline import PIPELINE_SCHEDULES, mixed_interleaved_chunks
 from ..workload.rules import plan_mask, stack_problems
 
 AXES = ("tp", "pp", "dp", "cp", "ep", "vpp", "zero", "micro_batch", "recompute", "etp", "schedule")
@@ -257,8 +257,7 @@ def structural_space(
         # interleaved order stall the pipeline beyond what the closed form prices (the event engine, which
         # runs Megatron's interleaved order: 94 layers on PP8 V8, chunks of 1 and 2, +32 %; 36 on PP4 V6 +19 %;
         # 61 on PP8 V4, uniform 2 with light ends, +2.6 %; docs/planner.md), so the search leaves them out
-        c = -(-L // st)
-        ok &= ~uneven_only | (V == 1) | (c * st - L <= 2 * c - 1)
+        ok &= ~mixed_interleaved_chunks(L, PP, V)
     TP, PP, CP, V = TP[ok], PP[ok], CP[ok], V[ok]
     DP = n // (TP * PP * CP)
     if "dp" in opts.fixed:

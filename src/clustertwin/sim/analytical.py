@@ -30,7 +30,7 @@ from ..hardware import ScaleOutTech, SystemSpec
 from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, model_flops_per_step
 from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
-from ..workload.pipeline import schedule_code, stage_layout
+from ..workload.pipeline import mixed_interleaved_chunks, schedule_code, stage_layout
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, WIDE_DTYPES, ParallelPlan, check_plan
 from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
 from .comm import achieved_bandwidths
@@ -465,6 +465,12 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
     br = {k: f["breakdown_" + k] for k in BREAKDOWN}
     mem = {k: f[f"memory_{k}_gb"] for k in MEMORY}
     assumptions = _assumptions(model, system, hw, plan, catalog)
+    if plan.uneven_pipeline and mixed_interleaved_chunks(model.num_layers, plan.pp, plan.vpp):
+        c = -(-model.num_layers // (plan.pp * plan.vpp))
+        assumptions.append(
+            f"pipeline: {model.num_layers} layers on pp {plan.pp} x vpp {plan.vpp} mix virtual stages of {c - 1} and {c} "
+            "layers inside the interleaved order; this closed form does not price the stalls that causes (the event "
+            "engine, which runs Megatron's order, was 11-32 % slower on such layouts): check with --engine event")
     flops_tok = forward_flops_per_token(model, plan.seq_len)
     details = {"forward_flops_per_token": float(sum(flops_tok.values())),
                "num_micro_batches": f["num_micro_batches"], "dp_comm_raw_s": f["dp_comm_raw_s"],

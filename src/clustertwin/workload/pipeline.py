@@ -49,6 +49,19 @@ PIPELINE_SCHEDULES = ("1f1b", "zb-h1", "dualpipe")
 SCHEDULE_CODE = {name: i for i, name in enumerate(PIPELINE_SCHEDULES)}
 
 
+def mixed_interleaved_chunks(num_layers, pp, vpp):
+    """True where an uneven layout (neither L nor L + 2 divisible into the pp*vpp virtual stages)
+    interleaves (vpp > 1) with virtual stages of mixed sizes inside: c = ceil(L / (pp*vpp)) layers cannot
+    fill every virtual stage but the first and the last (deficit c*pp*vpp - L > 2c - 1). NVIDIA's uneven
+    interleaved layouts keep the interior uniform (DeepSeek-V3: ``"Et*4|(t*4|)*14tmL"`` on 16 virtual
+    stages, ``"Et|(tt|)*30mL"`` on 32); mixed sizes stall Megatron's interleaved order beyond the
+    analytical closed form (docs/planner.md). Scalars or integer arrays."""
+    L = num_layers
+    st = pp * vpp
+    c = -(-L // st)
+    return (vpp > 1) & (L % st != 0) & ((L + 2) % st != 0) & (c * st - L > 2 * c - 1)
+
+
 def schedule_code(value) -> Any:
     """Schedule names or codes -> int64 codes (array; a plain int for one plan in ``xp.scalar_mode``)."""
     if np.in_scalar_mode() and np.ndim(value) == 0:  # one plan: a plain int
