@@ -179,12 +179,12 @@ def resolve_system(name: str, acc: str, per_node: int, catalog) -> tuple[str, di
             note += f"; {entry['note']}"
         return str(entry["system"]), defaults, note
     # a spelling of a catalog system of the same accelerator (e.g. dgx-h100 for hgx-h100)
-    cands = [s for s in catalog.systems.values() if (not acc or s.accelerator.id == acc)
-             and difflib.SequenceMatcher(None, n, s.id).ratio() >= 0.6]
+    ratios = {s.id: difflib.SequenceMatcher(None, n, s.id).ratio() for s in catalog.systems.values()
+              if not acc or s.accelerator.id == acc}
+    cands = [catalog.systems[sid] for sid, r in ratios.items() if r >= 0.6]
     if cands:
         best = min(cands, key=lambda s: (bool(per_node) and s.devices_per_host != per_node
-                                         and s.devices_per_domain != per_node,
-                                         -difflib.SequenceMatcher(None, n, s.id).ratio()))
+                                         and s.devices_per_domain != per_node, -ratios[s.id]))
         why = f"same gpu {acc}" if acc else "closest catalog spelling"
         return best.id, {}, f"system {raw!r} is not in the catalog: modelled as {best.id!r} ({why})"
     canon = canonical_system(acc, per_node, catalog) if acc else None
