@@ -65,7 +65,7 @@ def test_cudnn_attention_backend_on_hopper(catalog):
     """TE stacks run cuDNN fused attention (FA3 paper: ~1.6x FA2 on H100); A100 has one measured rate."""
     mc, tt = get_stack("megatron-core"), get_stack("torchtitan")
     assert mc.attention_backend == "cudnn" and get_stack("megatron-bridge").attention_backend == "cudnn"
-    assert tt.attention_backend == "flash"
+    assert tt.attention_backend == "fa2" and get_stack("torchtitan-2026").attention_backend == "cudnn"
     kw = dict(cp_comm="p2p")
     h_te = attention.core(_stage(catalog, stack=mc, **kw))
     h_fa = attention.core(_stage(catalog, stack=None, **kw))
@@ -86,3 +86,20 @@ def test_fp4_gemm_ceiling_is_the_measured_one(catalog):
     assert fp4.peak / fp8.peak == pytest.approx(10000 / 4500)
     assert fp4.mamf * fp4.peak / fp4.eff.gemm_mamf_scale == pytest.approx(5239e12, rel=0.01)  # FLOP/s
     assert 1.3 < (fp4.mamf * fp4.peak) / (fp8.mamf * fp8.peak) < 1.6
+
+
+def test_torch_sdpa_fa2_backend_is_slow_only_on_blackwell(catalog):
+    """torchtitan before torch 2.11 attends through SDPA's bundled FlashAttention-2: the chip's FA2 rate, which
+    is its FlashAttention rate on H100 / A100 but ~355 TFLOP/s on B200 (tritonbench pull 171), a third of
+    the cuDNN / FA4-class rate that TE stacks (and torchtitan on torch >= 2.11) get there."""
+    tt, tt26 = get_stack("torchtitan"), get_stack("torchtitan-2026")
+    kw = dict(cp_comm="allgather")
+    for system in ("hgx-h100", "dgx-a100"):
+        fa2 = attention.core(_stage(catalog, stack=tt, system=system, **kw))
+        fa = attention.core(_stage(catalog, stack=None, system=system, **kw))
+        assert np.allclose(fa2.fwd_s, fa.fwd_s) and np.allclose(fa2.bwd_s, fa.bwd_s)
+    b_fa2 = attention.core(_stage(catalog, stack=tt, system="hgx-b200", **kw))
+    b_new = attention.core(_stage(catalog, stack=tt26, system="hgx-b200", **kw))
+    hw = _hw(catalog, "bf16", "hgx-b200")
+    assert hw.eff.attention_efficiency_fa2 * hw.peak_bf16 == pytest.approx(355e12, rel=0.01)
+    assert 2.5 < float(b_fa2.fwd_s) / float(b_new.fwd_s) < 3.5

@@ -83,7 +83,8 @@ def test_group_without_fit_rows_takes_its_fallback(validation_dir):
     ("megatron-lm", "2021", "megatron-lm-2021"), ("megatron-lm", "2022", "megatron-lm-2022"),
     ("deepspeed", "2021", "deepspeed-zero3-2021"), ("meta-internal", "2024", "pytorch-fsdp"),
     ("llm-foundry", "2023", "llm-foundry"), ("torchtitan", "2024-12 (9dec370)", "torchtitan-2024"),
-    ("torchtitan", "2025-06 (820504e)", "torchtitan"),
+    ("torchtitan", "2025-06 (820504e)", "torchtitan"), ("torchtitan", "2026-03", "torchtitan"),
+    ("torchtitan", "2026-08 (73aed7f)", "torchtitan-2026"),
     ("megatron-bridge", "26.06", "megatron-bridge"), ("megatron-core", "r0.8.0", "megatron-core"),
     ("NeMo", "", "megatron-bridge"),  # alias
     ("torchtune", "", "pytorch-fsdp"), ("gpt-neox", "2022", "megatron-lm-2022"),
@@ -93,7 +94,7 @@ def test_framework_table(framework, version, stack):
 
 
 def test_unknown_framework_gets_closest_preset_and_says_so(validation_dir):
-    assert stack_for_framework("torch-titan").stack.id == "torchtitan"
+    assert stack_for_framework("torch-titan").stack.id == "torchtitan-2026"  # no date: the newest preset
     assert "closest" in stack_for_framework("torch-titan").note
     fs = stack_for_framework("colossal-ai", "0.3", sharded=True)
     assert fs.stack.id == "pytorch-fsdp" and "closest preset" in fs.note

@@ -375,6 +375,9 @@ def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
     backend = resolve_stack(stack, catalog).attention_backend
     if backend == "cudnn":
         return f"fused attention (TE cuDNN backend) at {hw.eff.attention_efficiency_cudnn:.2f} of BF16 peak"
+    if backend == "fa2":
+        return (f"fused attention (PyTorch SDPA FlashAttention-2 kernels) at {hw.eff.attention_efficiency_fa2:.2f} "
+                "of BF16 peak")
     return f"fused attention (FlashAttention) at {hw.eff.attention_efficiency:.2f} of BF16 peak"
 
 

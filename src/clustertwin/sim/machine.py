@@ -29,6 +29,9 @@ class ChipEfficiency:
     hbm_efficiency: float
     attention_efficiency: float
     attention_efficiency_cudnn: float  # cuDNN fused attention (TE on sm90+); = attention_efficiency if unmeasured
+    # PyTorch SDPA's bundled FlashAttention-2 kernels (torch's FLASH backend); = attention_efficiency where FA2
+    # is the chip's FlashAttention class (A100, H100), lower on Blackwell, where FA2 runs its sm80 code path
+    attention_efficiency_fa2: float
     attention_seq_half: float
     overlap_slowdown: float
     runtime_overhead_bytes: float
@@ -84,6 +87,7 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         gemm_mamf_scale=float(cfg["gemm_mamf_scale"]), kernel_overhead_s=float(cfg["kernel_overhead_us"]) * 1e-6,
         hbm_efficiency=float(cfg["hbm_efficiency"]), attention_efficiency=float(cfg["attention_efficiency"]),
         attention_efficiency_cudnn=float(cfg.get("attention_efficiency_cudnn") or cfg["attention_efficiency"]),
+        attention_efficiency_fa2=float(cfg.get("attention_efficiency_fa2") or cfg["attention_efficiency"]),
         attention_seq_half=float(cfg["attention_seq_half"]),
         overlap_slowdown=float(cfg["overlap_slowdown"]), runtime_overhead_bytes=float(cfg["runtime_overhead_gb"]) * 1e9,
         memory_reserve_fraction=float(cfg["memory_reserve_fraction"]),

@@ -56,7 +56,9 @@ class SoftwareStack:
     # (Transformer Engine's FusedAttention, cuDNN F16_arbitrary_seqlen: the chip's attention_efficiency_cudnn).
     # TE's backend selection disables FlashAttention "to give FusedAttention preference on Hopper+ for
     # performance reasons" (transformer_engine/pytorch/attention/dot_product_attention/utils.py,
-    # get_attention_backend), so every TE-based stack runs cuDNN attention on sm90 and newer
+    # get_attention_backend), so every TE-based stack runs cuDNN attention on sm90 and newer; "fa2": PyTorch
+    # SDPA's FLASH backend, the FlashAttention-2 kernels bundled with torch (the chip's attention_efficiency_fa2:
+    # FA2 is the FlashAttention class on A100 / H100, but on Blackwell it runs its sm80 code path)
     attention_backend: str = "flash"
     # FP8/FP4 weights quantised once per step and re-used by every micro-batch (Transformer Engine: Megatron
     # passes is_first_microbatch to TE modules) instead of in every forward (torchao Float8Linear)
@@ -291,6 +293,9 @@ register_stack(
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
         # not say it enabled async TP is modelled with the default.
         tp_overlap=False, moe_experts_impl="grouped-mm",
+        # attention through torch SDPA, whose default on sm90 / sm100 is the bundled FlashAttention-2 until
+        # torch 2.11 (torchtitan-2026 below)
+        attention_backend="fa2",
         compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 # torchtitan before 2025: the same stack, but the loss was not compiled (train.py: "TODO: compiling loss
@@ -304,6 +309,14 @@ register_stack(replace(
     _TT, id="torchtitan-2024", loss_bytes_per_logit=12.0,
     description=_TT.description + "; 2024 releases: eager (uncompiled) cross-entropy loss",
     source=_TT.source + "; train.py @9dec370 (2024-12): loss_fn not compiled",
+))
+# torchtitan on torch >= 2.11 (released 2026-03-23): SDPA prefers cuDNN fused attention on sm90 / sm100
+# (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp check_prefer_cudnn_attention, gated on the bundled
+# cuDNN > 9.15, which torch 2.11 ships: huggingface/transformers pull 48163, pytorch pull 162073 / 175672)
+register_stack(replace(
+    _TT, id="torchtitan-2026", attention_backend="cudnn",
+    description=_TT.description + "; 2026-04+ releases (torch >= 2.11): SDPA runs cuDNN fused attention",
+    source=_TT.source + "; torch sdp_utils.cpp check_prefer_cudnn_attention (cuDNN > 9.15, torch 2.11)",
 ))
 
 

@@ -88,7 +88,11 @@ def attention_kernel_efficiency(st: Stage) -> float:
     cuDNN fused attention (Transformer Engine prefers it over FlashAttention on sm90+) or the chip's
     FlashAttention-2-class ``attention_efficiency``."""
     eff = st.hw.eff
-    return eff.attention_efficiency_cudnn if st.attn_backend == "cudnn" else eff.attention_efficiency
+    if st.attn_backend == "cudnn":
+        return eff.attention_efficiency_cudnn
+    if st.attn_backend == "fa2":  # PyTorch SDPA's FLASH backend: the bundled FlashAttention-2 kernels
+        return eff.attention_efficiency_fa2
+    return eff.attention_efficiency
 
 
 def core(st: Stage) -> AttentionCore:
