@@ -127,3 +127,8 @@ def test_a_throughput_row_without_an_output_length_decodes_the_dataset_mean(offl
     assert wl.output_len == 285.0 and any("MLPerf dataset mean generated tokens" in a for a in assumed)
     other = row_inputs(dict(offline, output_len="", model_ref="qwen3-235b-a22b", weights_dtype="fp8"), catalog)
     assert other[4].output_len == 1024.0 and any("1024 tokens (assumed)" in a for a in other[7])
+
+
+def test_a_blank_model_ref_is_read_from_the_model_column(offline, catalog):
+    r = _one(offline, catalog, model_ref="", model="Llama-2-70B-Chat")
+    assert "model_ref blank: read from the model column" in r.note and "modelled as 'llama2-70b'" in r.note

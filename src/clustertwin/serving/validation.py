@@ -166,7 +166,11 @@ def _attention_dtype(row: dict) -> str:
 def row_inputs(row: dict, catalog):
     """(model, system, scaleout, Deployment, Workload, engine, extras, assumed) from a serving.csv row."""
     assumed: list[str] = []
-    model = _serving_model((row.get("model_ref") or "").strip(), assumed)
+    ref_txt = (row.get("model_ref") or "").strip()
+    if not ref_txt and (row.get("model") or "").strip():  # SERVING.md: model = the name as the source writes it
+        ref_txt = row["model"].strip()
+        assumed.append(f"model_ref blank: read from the model column {ref_txt!r}")
+    model = _serving_model(ref_txt, assumed)
     from ..catalog.names import resolve_accelerator, resolve_system
 
     gpu = (row.get("gpu_id") or "").strip()
