@@ -343,6 +343,44 @@ _FLAG_TRUE = ("1", "yes", "true", "on", "y", "t", "enabled")
 _FLAG_FALSE = ("0", "no", "false", "off", "n", "f", "disabled")
 
 
+def _fill_stack_defaults(out: dict[str, str], notes: list[str]) -> None:
+    """A blank ``sequence_parallel`` (on a tp > 1 row), ``zero_stage`` or ``recompute``: what the row's framework
+    runs by default (frameworks.yaml blank_sequence_parallel / blank_zero_stage: e.g. Megatron-Core and NeMo
+    recipes turn sequence parallelism on with TP and use the distributed optimizer, FSDP stacks shard
+    parameters), said in ``notes``. Before, a blank was silently read as off / 0 / none."""
+    def text(key: str) -> str:
+        return (out.get(key) or "").strip()
+
+    blank_sp = not text("sequence_parallel")
+    blank_zero = not text("zero_stage")
+    if not (blank_sp or blank_zero or not text("recompute")):
+        return
+    fw = framework_for_row(out)
+    said = []
+    try:
+        tp = _int(out, "tp", 1)
+    except InputError:
+        tp = 1
+    if blank_sp:
+        out["sequence_parallel"] = "1" if (fw.blank_sequence_parallel and tp > 1) else "0"
+        if tp > 1:
+            said.append(f"sequence_parallel {'on' if fw.blank_sequence_parallel else 'off'}")
+    if blank_zero:
+        zero = fw.blank_zero_stage
+        if zero < 3 and text("fsdp").lower() in _FLAG_TRUE:
+            zero = 3
+        out["zero_stage"] = str(zero)
+        if zero >= 3 and not text("fsdp"):
+            out["fsdp"] = "1"
+        said.append(f"zero_stage {zero}")
+    if not text("recompute"):
+        out["recompute"] = "none"
+        said.append("recompute none")
+    if said:
+        notes.append(f"blank columns filled with the {fw.framework or 'default'} recipe default (frameworks.yaml): "
+                     + ", ".join(said))
+
+
 def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
     """Spellings and blanks of the layout columns that published runs leave: yes/true flags, "zero-1",
     recompute spellings, blank dp / num_gpus / micro_batch / global_batch / seq_len / ep (MoE), degrees
@@ -366,6 +404,7 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
         if mode:
             notes.append(f"recompute {text('recompute')!r} read as {mode}")
             out["recompute"] = mode
+    _fill_stack_defaults(out, notes)
     if text("virtual_pipeline") == "0":
         out["virtual_pipeline"] = "1"
         notes.append("virtual_pipeline 0 read as 1 (no interleaving)")
@@ -835,8 +874,8 @@ def category_value(row: dict[str, str], column: str) -> str:
         return "zero3" if _int(row, "zero_stage") >= 3 else "none"
     if column == "family":
         fw = (row.get("framework") or "").strip().lower()
-        if fw.startswith("megatron"):
-            return "megatron"
+        if fw.startswith("megatron") or (fw and framework_for_row(row).framework.startswith("megatron")):
+            return "megatron"  # any megatron-* framework or an alias of one (nemo, mcore)
         return "fsdp" if _sharded(row) else (fw or "?")
     return (row.get(column) or "").strip() or "?"
 

@@ -189,3 +189,22 @@ def test_collective_algorithm_the_row_cannot_run_falls_back_to_auto_with_a_note(
     assert "cannot run on dgx-a100" in rep.rows[1].note
     # NVLS all-gather is modelled inside one NVLink-SHARP domain: no fallback note
     assert "nvls" not in rep.rows[2].note
+
+
+@pytest.mark.parametrize(("framework", "version", "sp", "zero"), [
+    ("nemo", "24.09", "1", "1"),  # NeMo / Megatron-Bridge recipes: SP with TP, distributed optimizer
+    ("megatron-core", "r0.8.0", "1", "1"),
+    ("megatron-lm", "2021", "0", "0"),  # the SC'21 code predates sequence parallelism
+    ("megatron-deepspeed", "2022", "0", "0"),
+    ("torchtitan", "2025-06", "1", "3"),  # FSDP2 + a TP plan with SequenceParallel norms
+])
+def test_blank_sp_zero_recompute_take_the_framework_default_with_a_note(validation_dir, framework, version, sp, zero):
+    tp4 = next(r for r in _rows(validation_dir, "training") if r["id"] == "mcore-h100-weak-3")  # TP 4, SP, ZeRO-1
+    blank = dict(tp4, framework=framework, framework_version=version, sequence_parallel="", zero_stage="",
+                 recompute="")
+    resolved, notes = resolve_row(blank, load_catalog())
+    assert (resolved["sequence_parallel"], resolved["zero_stage"], resolved["recompute"]) == (sp, zero, "none")
+    assert any("recipe default (frameworks.yaml)" in n and f"zero_stage {zero}" in n for n in notes)
+    filled = dict(blank, sequence_parallel=sp, zero_stage=zero, recompute="none",
+                  fsdp="1" if zero == "3" else tp4["fsdp"])
+    assert _one(blank).predicted == pytest.approx(_one(filled).predicted, rel=1e-12)

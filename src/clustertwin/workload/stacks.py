@@ -357,6 +357,10 @@ class FrameworkStack:
     framework: str
     blank_vpp_rule: tuple[str, int]  # ("layers_per_virtual_stage", 2) or ("stages_per_rank", N)
     note: str = ""  # set when the framework was not in the table (closest preset used)
+    # what a row that leaves `sequence_parallel` / `zero_stage` blank ran with: the framework's recipe default
+    # (frameworks.yaml blank_sequence_parallel / blank_zero_stage, with their sources)
+    blank_sequence_parallel: bool = False
+    blank_zero_stage: int = 0
 
 
 def _version_key(text: str) -> float | None:
@@ -417,18 +421,25 @@ def stack_for_framework(framework: str, version: str = "", sharded: bool = False
                 sid = table["unknown_sharded" if sharded else "unknown_default"]
                 st = STACKS[sid]
                 what = "blank" if not key else f"{framework!r} is not in the framework table"
+                blank = table["unknown_blank"]["sharded" if sharded else "default"]
                 return FrameworkStack(st, framework, ("layers_per_virtual_stage", 2),
                                       note=f"framework {what}: modelled with the closest preset {sid!r} "
-                                           f"({'sharded data parallel' if sharded else 'default'})")
+                                           f"({'sharded data parallel' if sharded else 'default'})",
+                                      blank_sequence_parallel=bool(blank["sequence_parallel"]),
+                                      blank_zero_stage=int(blank["zero_stage"]))
     entry = fws[key]
     sid = entry["stack"]
+    blank_sp, blank_zero = bool(entry.get("blank_sequence_parallel", False)), int(entry.get("blank_zero_stage", 0))
     v = _version_key(version)
     for rule in entry.get("versions", ()):
         before = _version_key(str(rule.get("before", "")))
         if v is not None and before is not None and v < before:
             sid = rule["stack"]
+            blank_sp = bool(rule.get("blank_sequence_parallel", blank_sp))
+            blank_zero = int(rule.get("blank_zero_stage", blank_zero))
             break
     (rule_name, n), = dict(entry.get("blank_virtual_pipeline") or {"layers_per_virtual_stage": 2}).items()
     if entry.get("assumed"):
         note = "; ".join(x for x in (note, " ".join(str(entry["assumed"]).split())) if x)
-    return FrameworkStack(STACKS[sid], key, (str(rule_name), int(n)), note=note)
+    return FrameworkStack(STACKS[sid], key, (str(rule_name), int(n)), note=note,
+                          blank_sequence_parallel=blank_sp, blank_zero_stage=blank_zero)

@@ -1,0 +1,86 @@
+"""Published training runs that are NOT in the validation set (a check only; nothing is fitted to them):
+step-time error of `clustertwin validate` on benchmarks/data/heldout_training.csv, with both engines.
+Prints figures; not a test.
+
+    python benchmarks/check_heldout_training.py [--file CSV] [--engine analytical|event|both] [--worst N] [--json]
+
+The rows (benchmarks/data/README.md) come from sources the packaged training.csv does not cite (NVIDIA
+dgxc-benchmarking READMEs, MT-NLG 530B, the Nemotron-4 340B report, BLOOM-176B). They were copied from those
+sources and normalised with the validation README's conventions before any prediction was looked at, and
+they must never be picked, changed or dropped because of what the model predicts. They say how the model
+does on runs it was not fitted to, the way check_heldout_collectives.py does for the collective model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from clustertwin.catalog import load_catalog
+from clustertwin.validate import by_table, read_rows, validate_rows
+
+HERE = Path(__file__).resolve().parent
+DEFAULT = HERE / "data" / "heldout_training.csv"
+BY = ["framework", "gpu", "family", "precision"]
+
+
+def _fmt(x: float | None, spec: str = "6.1f") -> str:
+    return format(x, spec) if x is not None else f"{'-':>6s}"
+
+
+def run(path: Path, engines: list[str], worst: int) -> dict:
+    rows = read_rows(path)
+    cat = load_catalog()
+    out: dict = {"file": path.name, "rows": len(rows), "engines": {}}
+    for engine in engines:
+        rep = validate_rows(rows, catalog=cat, engine=engine)
+        ok = rep.modelled
+        bias = sum(r.error_pct for r in ok) / len(ok) if ok else None
+        out["engines"][engine] = {
+            "mape_pct": rep.mape_pct, "bias_pct": bias, "max_abs_error_pct": rep.max_abs_error_pct,
+            "modelled": len(ok), "failed": [{"id": r.id, "reason": r.reason} for r in rep.failures],
+            "by": by_table(rep, rows, BY),
+            "worst": [r.to_dict() | {"stack": r.stack, "note": r.note}
+                      for r in sorted(ok, key=lambda r: -abs(r.error_pct))[:worst]],
+            "per_row": {r.id: r.error_pct for r in rep.rows},
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--file", type=Path, default=DEFAULT, help="held-out CSV (training.csv columns)")
+    ap.add_argument("--engine", choices=["analytical", "event", "both"], default="both")
+    ap.add_argument("--worst", type=int, default=8, help="how many worst rows to list")
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    args = ap.parse_args()
+    engines = ["analytical", "event"] if args.engine == "both" else [args.engine]
+    res = run(args.file, engines, args.worst)
+    if args.json:
+        print(json.dumps(res, indent=1))
+        return
+    print(f"{res['file']}: {res['rows']} held-out published training runs (never used for fitting)")
+    for engine, e in res["engines"].items():
+        print(f"\n== engine {engine}: MAPE {_fmt(e['mape_pct'], '.2f')} %, bias {_fmt(e['bias_pct'], '+.1f')} %, "
+              f"max |error| {_fmt(e['max_abs_error_pct'], '.1f')} %, modelled {e['modelled']}/{res['rows']}")
+        print(f"  {'column':10s} {'value':24s} {'n':>3s} {'MAPE %':>7s} {'bias %':>7s} {'max %':>6s}  worst")
+        for s in e["by"]:
+            print(f"  {s['column']:10s} {s['value']:24s} {s['n']:3d} {_fmt(s['mape_pct'], '7.1f')} "
+                  f"{_fmt(s['bias_pct'], '+7.1f')} {_fmt(s['max_abs_error_pct'], '6.1f')}  {s['worst'] or ''}")
+        print("  worst rows:")
+        for w in e["worst"]:
+            print(f"    {w['id']:32s} measured {w['measured']:9.4g} s  predicted {w['predicted']:9.4g} s  "
+                  f"{w['error_pct']:+6.1f} %  [{w['stack']}] {w['note'][:160]}")
+        print(f"  not modelled: {len(e['failed'])}")
+        for f in e["failed"]:
+            print(f"    {f['id']}: {f['reason']}")
+    if len(engines) == 2:
+        a, b = (res["engines"][x]["per_row"] for x in engines)
+        diffs = [abs(a[k] - b[k]) for k in a if a[k] is not None and b.get(k) is not None]
+        if diffs:
+            print(f"\nengines: largest per-row difference in error {max(diffs):.2f} points")
+
+
+if __name__ == "__main__":
+    main()
