@@ -137,3 +137,14 @@ def test_mixed_interleaved_chunks_are_flagged(cat):
 
     assert "vpp 8 mix virtual stages of 2 and 3 layers" in note(vpp=8, uneven_pipeline=True)[0]
     assert not note(vpp=5)
+
+
+def test_cli_estimate_warns_of_mixed_interleaved_chunks(capsys):
+    from cli_runner import run_cli
+
+    args = ["estimate", "--model", "llama3-70b", "--system", "hgx-h100", "--gpus", "64", "--tp", "4", "--pp", "4",
+            "--global-batch", "256", "--seq-len", "8192"]
+    code, out, _ = run_cli(capsys, *args, "--vpp", "8", "--uneven-pipeline")
+    assert code == 0 and "[warning] pipeline: 80 layers on pp 4 x vpp 8" in out and "--engine event" in out
+    code, out, _ = run_cli(capsys, *args, "--vpp", "5")
+    assert code == 0 and "[warning] pipeline:" not in out

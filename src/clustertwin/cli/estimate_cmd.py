@@ -78,8 +78,8 @@ def _render_estimate(r) -> None:
     console.print(f"memory (GB): {mem}")
     console.print(f"bottleneck: {r.bottleneck}")
     for a in getattr(r, "assumptions", None) or ():
-        if a.startswith("uncalibrated efficiency"):
-            console.print(f"[warning] {a}")
+        if a.startswith(("uncalibrated efficiency", "pipeline:")):
+            console.print(f"[warning] {a}", markup=False)
     _render_event_extras(r)
 
 
