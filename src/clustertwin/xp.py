@@ -190,15 +190,27 @@ def isin(x, values):
 
 
 def ndim(x) -> int:
-    if type(x) in _S:
+    if type(x) in _S or type(x) is str:
         return 0
     return _np.ndim(x)
 
 
 def shape(x) -> tuple:
-    if type(x) in _S:
+    if type(x) in _S or type(x) is str:
         return ()
     return _np.shape(x)
+
+
+def any(x) -> bool:  # noqa: A001  (numpy's name)
+    if type(x) in _S and _get():
+        return bool(x)
+    return _np.any(x)
+
+
+def all(x) -> bool:  # noqa: A001  (numpy's name)
+    if type(x) in _S and _get():
+        return bool(x)
+    return _np.all(x)
 
 
 def needed(mask) -> bool:

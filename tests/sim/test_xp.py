@@ -35,7 +35,7 @@ def test_scalar_mode_equals_numpy(a, b, c, d):
         "isclose": np.isclose(a, b), "isclose_near": np.isclose(a, a * (1 + 1e-7)), "isfinite": np.isfinite(a),
         "asarray": np.asarray(a, dtype=float), "astype": np.asarray(a).astype(np.int64),
         "zeros_like": np.zeros_like(float(a)), "ones_like": np.ones_like(float(a)), "full_like": np.full_like(float(a), d),
-        "isin": np.isin(int(d) % 4, [0, 2]),
+        "isin": np.isin(int(d) % 4, [0, 2]), "any": np.any(a), "all": np.all(c),
     }
     with xp.scalar_mode():
         got = {
@@ -46,8 +46,10 @@ def test_scalar_mode_equals_numpy(a, b, c, d):
             "asarray": xp.asarray(a, dtype=float), "astype": xp.astype(a, np.int64),
             "zeros_like": xp.zeros_like(float(a)), "ones_like": xp.ones_like(float(a)),
             "full_like": xp.full_like(float(a), d), "isin": xp.isin(int(d) % 4, np.asarray([0, 2])),
+            "any": xp.any(a), "all": xp.all(c),
         }
         assert xp.ndim(a) == 0 and xp.shape(a) == () and xp.broadcast_shape(a, b, c) == ()
+        assert xp.ndim("1f1b") == np.ndim("1f1b") and xp.shape("1f1b") == np.shape("1f1b")
         assert xp.broadcast_to(a, ()) == a and xp.broadcast_arrays(a, b) == [a, b]
     for k, v in ref.items():
         _same(got[k], v)

@@ -27,12 +27,13 @@ from typing import Any
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..errors import InputError
 from ..hardware import ScaleOutTech, SystemSpec
-from ..workload.flops import forward_flops_per_token, hardware_flops_per_step, model_flops_per_step
+from ..workload.flops import forward_flops_total, hardware_flops_per_step, model_flops_per_step
 from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
 from ..workload.pipeline import mixed_interleaved_chunks, schedule_code, stage_layout
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, WIDE_DTYPES, ParallelPlan, check_plan
 from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
+from ..workload.stacks import resolve_stack
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
 from .machine import uncalibrated_note
@@ -44,6 +45,8 @@ BREAKDOWN = (
     "overlap_slowdown", "pp_bubble", "pp_p2p", "dp_comm", "fsdp_comm", "optimizer", "overhead",
 )
 MEMORY = ("weights", "gradients", "optimizer", "activations", "logits", "runtime")
+_BREAKDOWN_KEYS = tuple((k, "breakdown_" + k) for k in BREAKDOWN)  # (name, estimate_batch key)
+_MEMORY_KEYS = tuple((k, f"memory_{k}_gb") for k in MEMORY)
 
 DUALPIPE_COMM_SMS = 20.0  # SMs DeepSeek's DualPipe gives the EP all-to-all (arXiv:2412.19437 Sec. 3.2.2)
 
@@ -179,21 +182,27 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     # steady state a backward is followed by the next micro-batch's forward, so each reduce-scatter hides
     # behind one forward + backward of the stage (the steady-state period) except one bucket (with overlap);
     # the stage cannot go faster than its DP stream. Without overlap it is fully exposed.
-    win_fb = win_b + win_f
-    rs_mb = np.where(ov, np.maximum(np.minimum(bucket, rs), rs - win_fb) + sigma * np.minimum(rs, win_fb), rs)
-    dp_exposed = dp_exposed + np.where(z == 2, (m - 1.0) * rs_mb, 0.0)
+    if np.needed(z == 2):
+        win_fb = win_b + win_f
+        rs_mb = np.where(ov, np.maximum(np.minimum(bucket, rs), rs - win_fb) + sigma * np.minimum(rs, win_fb), rs)
+        dp_exposed = dp_exposed + np.where(z == 2, (m - 1.0) * rs_mb, 0.0)
+    else:
+        dp_exposed = dp_exposed + 0.0
     # FSDP: per micro-batch gathers + reduce-scatter, each pass behind that pass's compute: the forward's
     # parameter gathers behind the forward, the backward's gathers (+ the recompute re-gather) and gradient
     # reduce-scatters behind the backward and recompute (as the event engine schedules them per layer)
-    fsdp_comm = c["fsdp_mb_s"]
-    comm_f = c["fsdp_ag_s"]
-    comm_b = np.maximum(fsdp_comm - comm_f, 0.0)
-    first_unit = fsdp_comm / np.maximum(Lps, 1.0)
-    # the share of min(comm, compute) the implementation hides (stack fsdp_overlap; 1 = separate stream
-    # with prefetch: all but the first unit); the hidden part slows the concurrent compute by sigma
-    share = float(o.stack.fsdp_overlap) if o.stack is not None else 1.0
-    hidden = share * (np.minimum(comm_f, win_f) + np.minimum(comm_b, win_b))
-    fsdp_exposed = np.where(z >= 3, m * (np.maximum(first_unit, fsdp_comm - hidden) + sigma * hidden), 0.0)
+    if np.needed(z >= 3):
+        fsdp_comm = c["fsdp_mb_s"]
+        comm_f = c["fsdp_ag_s"]
+        comm_b = np.maximum(fsdp_comm - comm_f, 0.0)
+        first_unit = fsdp_comm / np.maximum(Lps, 1.0)
+        # the share of min(comm, compute) the implementation hides (stack fsdp_overlap; 1 = separate stream
+        # with prefetch: all but the first unit); the hidden part slows the concurrent compute by sigma
+        share = float(o.stack.fsdp_overlap) if o.stack is not None else 1.0
+        hidden = share * (np.minimum(comm_f, win_f) + np.minimum(comm_b, win_b))
+        fsdp_exposed = np.where(z >= 3, m * (np.maximum(first_unit, fsdp_comm - hidden) + sigma * hidden), 0.0)
+    else:
+        fsdp_exposed = 0.0
 
     optimizer = c["optimizer_s"]
     overhead = c["step_overhead_s"]
@@ -273,8 +282,6 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
         a = dict(zip(keys, np.broadcast_arrays(*(a[k] for k in keys)), strict=True))
 
     hw = hardware or make_hardware(system, fabric, dtype, catalog)
-    from ..workload.stacks import resolve_stack
-
     o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes,
               cp_comm=cp_comm, stack=resolve_stack(stack, catalog))
     # the one plan rule (workload.rules); ``rule_mask=False`` (scalar ``estimate``, which checks its plan
@@ -336,14 +343,15 @@ def _bottleneck(br: dict[str, float], step: float, plan: ParallelPlan, hw: Hardw
         "dp_where": f"across {net}" if dp_spans else f"inside the {hw.system.scaleup.name} domain",
         "ep_where": f"across {net}" if plan.ep > dom else f"inside the {hw.system.scaleup.name} domain",
     }
-    ranked = sorted(br.items(), key=lambda kv: -kv[1])
-    top, val = ranked[0]
-    text = f"{_COMPONENT_TEXT[top].format(**ctx)} is {100 * val / step:.0f}% of the step"
+    top = max(br, key=br.__getitem__)  # the first of the largest, as a stable sort by -value
+    text = f"{_COMPONENT_TEXT[top].format(**ctx)} is {100 * br[top] / step:.0f}% of the step"
     if top in ("gemm", "attention"):
-        others = [(k, v) for k, v in ranked[1:] if k not in ("gemm", "attention")]
-        if others and others[0][1] > 0:
-            k, v = others[0]
-            text += f"; largest overhead: {_COMPONENT_TEXT[k].format(**ctx)} at {100 * v / step:.0f}%"
+        others = [k for k in br if k not in ("gemm", "attention")]
+        if others:
+            k = max(others, key=br.__getitem__)
+            v = br[k]
+            if v > 0:
+                text += f"; largest overhead: {_COMPONENT_TEXT[k].format(**ctx)} at {100 * v / step:.0f}%"
     return text
 
 
@@ -370,8 +378,6 @@ def moe_assumptions(model: ModelSpec, hw: Hardware) -> list[str]:
 
 
 def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
-    from ..workload.stacks import resolve_stack
-
     backend = resolve_stack(stack, catalog).attention_backend
     if backend == "cudnn":
         return f"fused attention (TE cuDNN backend) at {hw.eff.attention_efficiency_cudnn:.2f} of BF16 peak"
@@ -462,11 +468,11 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
                          flash_attention=plan.flash_attention, overlap=plan.overlap,
                          grad_reduce_bytes=plan.grad_reduce_bytes, cp_comm=plan.cp_comm, catalog=catalog,
                          hardware=hw, stack=plan.stack, memory_margin_gb=memory_margin_gb, rule_mask=False)
-    f = {k: float(v) if type(v) is float or np.ndim(v) == 0 else float(np.asarray(v).reshape(-1)[0])
+    f = {k: v if type(v) is float else (float(v) if np.ndim(v) == 0 else float(np.asarray(v).reshape(-1)[0]))
          for k, v in out.items()}
     step = f["step_time_s"]
-    br = {k: f["breakdown_" + k] for k in BREAKDOWN}
-    mem = {k: f[f"memory_{k}_gb"] for k in MEMORY}
+    br = {k: f[key] for k, key in _BREAKDOWN_KEYS}
+    mem = {k: f[key] for k, key in _MEMORY_KEYS}
     assumptions = _assumptions(model, system, hw, plan, catalog)
     if plan.uneven_pipeline and mixed_interleaved_chunks(model.num_layers, plan.pp, plan.vpp):
         c = -(-model.num_layers // (plan.pp * plan.vpp))
@@ -474,8 +480,7 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
             f"pipeline: {model.num_layers} layers on pp {plan.pp} x vpp {plan.vpp} mix virtual stages of {c - 1} and {c} "
             "layers inside the interleaved order; this closed form does not price the stalls that causes (the event "
             "engine, which runs Megatron's order, was 11-32 % slower on such layouts): check with --engine event")
-    flops_tok = forward_flops_per_token(model, plan.seq_len)
-    details = {"forward_flops_per_token": float(sum(flops_tok.values())),
+    details = {"forward_flops_per_token": float(forward_flops_total(model, plan.seq_len)),
                "num_micro_batches": f["num_micro_batches"], "dp_comm_raw_s": f["dp_comm_raw_s"],
                "tp_comm_raw_s": f["tp_comm_raw_s"]}
     return StepResult(

@@ -45,6 +45,7 @@ _MACHINES_MAX = 64
 _TABLES: dict[tuple[int, int, int], tuple[object, object, object, dict]] = {}
 _BANDWIDTHS = ("achieved_bandwidths",)  # a key no collective uses
 _PLAIN = xp._S
+_scalar_mode = xp.in_scalar_mode
 # id(hw) -> (hw, its machine's table): one lookup per collective (several Hardware objects, one per
 # dtype / network, share their machine's table); the entry keeps hw alive, so its id is not reused
 _BY_HW: dict[int, tuple[Hardware, dict]] = {}
@@ -83,7 +84,8 @@ def _nccl(op: str, size, n, r, hw: Hardware):
 
 def _scalar(op: str, size, n, r, hw: Hardware) -> float:
     s, nn, rr = float(size), float(n), float(r)
-    table = _table(hw)
+    hit = _BY_HW.get(id(hw))
+    table = hit[1] if hit is not None and hit[0] is hw else _table(hw)
     key = (op, s, nn, rr)
     t = table.get(key)
     if t is None:
@@ -133,7 +135,7 @@ def collective_time(op: str, size, n, r, hw: Hardware):
     t: Any
     if not FAST:
         t = np.where(np.asarray(n) > 1, np.asarray(_nccl(op, size, n, r, hw), dtype=float), 0.0)
-    elif type(size) in _PLAIN and type(n) in _PLAIN and type(r) in _PLAIN and xp.in_scalar_mode():
+    elif type(size) in _PLAIN and type(n) in _PLAIN and type(r) in _PLAIN and _scalar_mode():
         t = _scalar(op, size, n, r, hw)  # one plan on plain numbers (xp.scalar_mode)
     elif np.ndim(size) == 0 and np.ndim(n) == 0 and np.ndim(r) == 0:
         t = np.float64(_scalar(op, size, n, r, hw))

@@ -49,6 +49,8 @@ from .kernels import gemm_time, gemm_train_time, mem_time  # noqa: F401
 from .machine import ChipEfficiency, Hardware, chip_efficiency, make_hardware, mamf_for, with_dtype  # noqa: F401
 from .machine import efficiency_table as _efficiency_table  # noqa: F401  (former name, for in-flight callers)
 
+_PLAIN = np._S  # plain numbers (clustertwin/xp.py)
+
 STAGE_COST_FIELDS = (
     # per layer, per micro-batch, on one GPU (dense layer / MoE layer averaged by their share)
     "layer_fwd_gemm_s", "layer_bwd_gemm_s", "layer_fwd_attn_s", "layer_bwd_attn_s",
@@ -153,9 +155,20 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "fsdp_bwd_gathers": dpc.fsdp_bwd_gathers, "optimizer_s": optimizer_step(st, dpc),
         "step_overhead_s": step_overhead(st),
     }
+    if np.in_scalar_mode():  # one plan on plain numbers (clustertwin/xp.py): nothing to broadcast
+        plain = {}
+        for k, v in out.items():
+            if type(v) is float:
+                plain[k] = v
+            elif type(v) in _PLAIN:
+                plain[k] = float(v)
+            else:
+                break
+        else:
+            return cast(dict[str, np.ndarray], plain)
     shape = np.broadcast_shape(*out.values())
-    if not shape:  # one plan (``estimate``): nothing to broadcast
-        if np.in_scalar_mode():  # plain numbers (clustertwin/xp.py)
+    if not shape:  # one plan: nothing to broadcast
+        if np.in_scalar_mode():
             return cast(dict[str, np.ndarray], {k: float(v) for k, v in out.items()})
         return {k: np.asarray(v, dtype=float) for k, v in out.items()}
     return {k: np.broadcast_to(np.asarray(v, dtype=float), shape) for k, v in out.items()}

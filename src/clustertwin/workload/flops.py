@@ -21,18 +21,29 @@ from .model import ModelSpec
 def forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal: bool = False) -> dict[str, float]:
     """Forward FLOPs per token of the whole model, by block (summed over layers). A new dict per call;
     the numbers are computed once per (model, sequence length, causal) (ModelSpec is frozen)."""
+    return dict(_per_token(model, seq_len, causal)[1])
+
+
+def _per_token(model: ModelSpec, seq_len, causal: bool) -> tuple:
+    """The cache entry: (model, flops by block, their sum, the sum without the logits)."""
     key = (id(model), float(seq_len), bool(causal))
     hit = _PER_TOKEN.get(key)
     if hit is None or hit[0] is not model:
         if len(_PER_TOKEN) >= 4096:
             _PER_TOKEN.clear()
-        hit = _PER_TOKEN[key] = (model, _forward_flops_per_token(model, seq_len, causal=causal))
-    return dict(hit[1])
+        f = _forward_flops_per_token(model, seq_len, causal=causal)
+        hit = _PER_TOKEN[key] = (model, f, sum(f.values()), sum(v for k, v in f.items() if k != "logits"))
+    return hit
 
 
-# (id(model), seq_len, causal) -> (model, flops by block); the entry keeps the model alive, so its id is
-# not reused while cached
+# (id(model), seq_len, causal) -> (model, flops by block, total, layers); the entry keeps the model alive,
+# so its id is not reused while cached
 _PER_TOKEN: dict[tuple, tuple] = {}
+
+
+def forward_flops_total(model: ModelSpec, seq_len: int, *, causal: bool = False) -> float:
+    """``sum(forward_flops_per_token(...).values())``: forward FLOPs per token of the whole model."""
+    return _per_token(model, seq_len, causal)[2]
 
 
 def _forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal: bool = False) -> dict[str, float]:
@@ -75,20 +86,18 @@ def _forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal: bool = F
 
 def layer_forward_flops_per_token(model: ModelSpec, seq_len: int, *, causal: bool = False) -> float:
     """Forward FLOPs per token of all transformer layers (everything but the logits)."""
-    f = forward_flops_per_token(model, seq_len, causal=causal)
-    return sum(v for k, v in f.items() if k != "logits")
+    return _per_token(model, seq_len, causal)[3]
 
 
 def model_flops_per_step(model: ModelSpec, seq_len: int, global_batch, *, causal: bool = False):
     """Model FLOPs of one iteration: 3 x forward x tokens (no recompute). Arrays broadcast."""
-    per_token = sum(forward_flops_per_token(model, seq_len, causal=causal).values())
+    per_token = _per_token(model, seq_len, causal)[2]
     return 3.0 * per_token * np.asarray(global_batch, dtype=float) * seq_len
 
 
 def hardware_flops_per_step(model: ModelSpec, seq_len: int, global_batch, recompute_code, *, causal: bool = False):
     """Model FLOPs plus the recomputed forward: full (code 2) = every layer, selective (1) = attention core."""
-    f = forward_flops_per_token(model, seq_len, causal=causal)
-    layers = sum(v for k, v in f.items() if k != "logits")
+    _, f, _, layers = _per_token(model, seq_len, causal)
     rc = np.asarray(recompute_code)
     extra = np.where(rc == 2, layers, np.where(rc == 1, f["attn_core"], 0.0))
     tokens = np.asarray(global_batch, dtype=float) * seq_len

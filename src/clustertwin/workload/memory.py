@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .model import ModelSpec
+from .pipeline import stage_layout
 from .plan import WIDE_DTYPES
 
 ACT_BYTES = 2.0
@@ -56,8 +57,28 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0, dual_ra
     head shared with the main model: DeepSeek-V3 Sec. 3.2.3); ``"middle"`` = a rank holding two stages of
     the most layers and neither end.
     """
-    from .pipeline import stage_layout
+    S = _PLAIN
+    if (type(tp) in S and type(pp) in S and type(ep) in S and type(etp) in S and type(vpp) in S
+            and type(schedule) in S and np.in_scalar_mode()):
+        # one plan (xp.scalar_mode): computed once per (model, degrees); the DP collectives and the memory
+        # model of one estimate ask for the same stage
+        key = (id(model), float(tp), float(pp), float(ep), float(etp), float(vpp), int(schedule), dual_rank)
+        hit = _STAGE_PARAMS.get(key)
+        if hit is None or hit[0] is not model:
+            if len(_STAGE_PARAMS) >= 4096:
+                _STAGE_PARAMS.clear()
+            hit = _STAGE_PARAMS[key] = (model, _stage_params(model, tp, pp, ep, etp, vpp, schedule, dual_rank))
+        return hit[1]
+    return _stage_params(model, tp, pp, ep, etp, vpp, schedule, dual_rank)
 
+
+# scalar stage parameters already computed: (id(model), tp, pp, ep, etp, vpp, schedule, dual_rank) ->
+# (model, (dense, expert)); the entry keeps the model alive, so its id is not reused while cached
+_STAGE_PARAMS: dict[tuple, tuple] = {}
+_PLAIN = np._S  # plain numbers (clustertwin/xp.py)
+
+
+def _stage_params(model: ModelSpec, tp, pp, ep, etp, vpp, schedule, dual_rank):
     tp = np.asarray(tp, dtype=float)
     pp = np.asarray(pp, dtype=float)
     ep = np.asarray(ep, dtype=float)
@@ -301,31 +322,37 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
 
     k_first = np.minimum((p - 1.0) * 2.0 + (v - 1.0) * G + 1.0, total_chunks)
     k_last = np.minimum((v - 1.0) * G + 1.0, total_chunks)
-    inter_first = k_first * per_chunk - np.where(plus2, chunk_count(k_first, 0.0), 0.0)
-    inter_last = k_last * per_chunk - np.where(plus2, chunk_count(k_last, v - 1.0), 0.0)
+    # (np.needed: False only for one plan that takes the other branch of the np.where; xp.py)
+    inter = (p > 1) & (v > 1)
+    if np.needed(inter):
+        slot = np.needed(plus2)
+        inter_first = k_first * per_chunk - np.where(plus2, chunk_count(k_first, 0.0) if slot else 0.0, 0.0)
+        inter_last = k_last * per_chunk - np.where(plus2, chunk_count(k_last, v - 1.0) if slot else 0.0, 0.0)
+    else:  # one plan without interleaving: the interleaved counts are not taken
+        inter_first = inter_last = 0.0
     # 1F1B: stage i holds min(p - i, m) micro-batches of its layers
     f1b_first = np.minimum(p, m) * (per_chunk - np.where(plus2, 1.0, 0.0))
     f1b_last = np.minimum(1.0, m) * (per_chunk - np.where(plus2, 1.0, 0.0))
     if model is not None:
-        from .pipeline import stage_layout
-
         lay_first, lay_last, lay_most = stage_layout(model, p, v)
         general = np.logical_not(np.isclose(np.mod(L, stages), 0.0)) & np.logical_not(plus2) & (p > 1)
-        # per chunk: the rank's whole layers over its v chunks
-        inter_first = np.where(general, k_first * lay_first / v, inter_first)
-        inter_last = np.where(general, k_last * lay_last / v, inter_last)
-        f1b_first = np.where(general, np.minimum(p, m) * lay_first, f1b_first)
-        f1b_last = np.where(general, np.minimum(1.0, m) * lay_last, f1b_last)
+        if np.needed(general):
+            # per chunk: the rank's whole layers over its v chunks
+            inter_first = np.where(general, k_first * lay_first / v, inter_first)
+            inter_last = np.where(general, k_last * lay_last / v, inter_last)
+            f1b_first = np.where(general, np.minimum(p, m) * lay_first, f1b_first)
+            f1b_last = np.where(general, np.minimum(1.0, m) * lay_last, f1b_last)
         # DualPipe: p + 1 micro-batch stages of the rank's two stages (about the mean stage each)
         dual = (np.asarray(schedule) == 2) & (p > 1)
-        dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last)
-        mtp = float(getattr(model, "mtp_depth", 0) or 0)
-        if dual_rank == "edge":
-            dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last + mtp)
-        elif dual_rank == "middle":
-            dual_held = np.where(p > 2, (np.minimum(p, m) + 1.0) * lay_most, dual_held)
-        f1b_first = np.where(dual, dual_held, f1b_first)
-        f1b_last = np.where(dual, dual_held, f1b_last)
+        if np.needed(dual):
+            dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last)
+            mtp = float(getattr(model, "mtp_depth", 0) or 0)
+            if dual_rank == "edge":
+                dual_held = (np.minimum(p, m) + 1.0) * 0.5 * (lay_first + lay_last + mtp)
+            elif dual_rank == "middle":
+                dual_held = np.where(p > 2, (np.minimum(p, m) + 1.0) * lay_most, dual_held)
+            f1b_first = np.where(dual, dual_held, f1b_first)
+            f1b_last = np.where(dual, dual_held, f1b_last)
     first = np.where(p > 1, np.where(v > 1, inter_first, f1b_first), L)
     last = np.where(p > 1, np.where(v > 1, inter_last, f1b_last), L)
     return first, last
@@ -407,13 +434,16 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
     weights = np.where(zero >= 3, np.where(torch_fsdp, 4.0, wb) * sharded, wb * params)
     grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
     optim = np.where(zero >= 1, np.where(torch_fsdp, opt_b - master, opt_b) * sharded, opt_b * params)
-    # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
-    n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
-    emb_out = model.vocab_size * model.hidden_size / tp_f * (1.0 if model.tied_embeddings else 2.0)
-    layer_params = np.where(impl == "fsdp2", np.maximum(params - emb_out, 0.0), params) / n_dec
-    weights = weights + np.where(zero >= 3, 2.0 * wb * layer_params, 0.0)
-    # ... and the unsharded gradients of the unit being reduce-scattered (MODELLING.md 2.1, FSDP row)
-    grads = grads + np.where(zero >= 3, grad_bytes * layer_params, 0.0)
+    if np.needed(zero >= 3):  # (False only for one plan below ZeRO-3; xp.py)
+        # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
+        n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
+        emb_out = model.vocab_size * model.hidden_size / tp_f * (1.0 if model.tied_embeddings else 2.0)
+        layer_params = np.where(impl == "fsdp2", np.maximum(params - emb_out, 0.0), params) / n_dec
+        weights = weights + np.where(zero >= 3, 2.0 * wb * layer_params, 0.0)
+        # ... and the unsharded gradients of the unit being reduce-scattered (MODELLING.md 2.1, FSDP row)
+        grads = grads + np.where(zero >= 3, grad_bytes * layer_params, 0.0)
+    else:
+        weights, grads = weights + 0.0, grads + 0.0
     if impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
         weights = weights + np.where(held, wb * params, 0.0)

@@ -12,6 +12,8 @@ from typing import Any
 
 from ..errors import InputError
 from .model import ModelSpec
+from .rules import plan_problems as _problems
+from .stacks import get_stack
 
 RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_CODE = {name: i for i, name in enumerate(RECOMPUTE)}
@@ -226,7 +228,4 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
 
 def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
     """Every reason ``p`` cannot run ``model`` on the plan's software stack (``workload.rules``)."""
-    from .rules import plan_problems as _problems
-    from .stacks import get_stack
-
     return _problems(model, p, get_stack(p.stack))

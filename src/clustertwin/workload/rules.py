@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from .model import ModelSpec
+from .pipeline import PIPELINE_SCHEDULES, SCHEDULE_CODE, schedule_code
 
 RECOMPUTE_NAMES = ("none", "selective", "full")
 
@@ -116,8 +117,6 @@ MODEL_RULES: tuple[Rule, ...] = (
 
 
 def _sched_name(a) -> str:
-    from .pipeline import PIPELINE_SCHEDULES
-
     return PIPELINE_SCHEDULES[int(a["schedule"])]
 
 
@@ -141,12 +140,37 @@ STACK_RULES: tuple[Rule, ...] = (
 
 
 def _sched_codes(st) -> list[int]:
-    from .pipeline import SCHEDULE_CODE
-
     return [SCHEDULE_CODE[x] for x in st.pipeline_schedules]
 
 
+_ONE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "zero")
+_PLAIN = np._S  # plain numbers (clustertwin/xp.py)
+
+
+def _plain_arrays(a: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``_arrays`` of one plan of plain numbers (scalar mode), or None when a value is anything else."""
+    get = a.get
+    out = {k: get(k, 1) for k in _ONE_KEYS}
+    out["recompute"] = get("recompute", 0)
+    out["mb_group"] = get("mb_group", 0)
+    sched = get("schedule", 0)
+    out["schedule"] = schedule_code(sched) if type(sched) is str else sched
+    for k in ("uneven", "sp"):
+        v = get(k, False)
+        out[k] = bool(v) if type(v) in _PLAIN else v
+    v = get("flash", True)
+    out["flash"] = bool(v) if type(v) in _PLAIN else v
+    for v in out.values():
+        if type(v) not in _PLAIN:
+            return None
+    return out
+
+
 def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    if np.in_scalar_mode():
+        plain = _plain_arrays(a)
+        if plain is not None:
+            return plain
     out = {k: np.asarray(a.get(k, 1)) for k in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch",
                                                  "global_batch")}
     out["zero"] = np.asarray(a.get("zero", 1))
@@ -155,8 +179,6 @@ def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out["mb_group"] = np.asarray(a.get("mb_group", 0))
     sched = a.get("schedule", 0)
     if isinstance(sched, str) or (not isinstance(sched, int | float) and np.asarray(sched).dtype.kind in "US"):
-        from .pipeline import schedule_code
-
         sched = schedule_code(sched)
     out["schedule"] = np.asarray(sched)
     out["sp"] = np.asarray(a.get("sp", False), dtype=bool)

@@ -105,6 +105,20 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
 def _stack_fields(stack) -> dict:
     if stack is None:
         return {}
+    hit = _STACK_FIELDS.get(id(stack))
+    if hit is None or hit[0] is not stack:
+        if len(_STACK_FIELDS) >= 256:
+            _STACK_FIELDS.clear()
+        hit = _STACK_FIELDS[id(stack)] = (stack, _fields_of(stack))
+    return hit[1]
+
+
+# id(stack) -> (stack, its Stage fields): they depend on the (frozen) preset only; the entry keeps the stack
+# alive, so its id is not reused while cached
+_STACK_FIELDS: dict[int, tuple] = {}
+
+
+def _fields_of(stack) -> dict:
     return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
             "sel_half": stack.selective_recompute == "half-forward",
             "fp8_weight_cache": bool(stack.fp8_weight_cache),
