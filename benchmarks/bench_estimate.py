@@ -2,11 +2,13 @@
 
 Prints, for one in-process ``estimate()`` of a 16,384-GPU Llama 3 405B plan on hgx-h100 / roce-400g:
 
-* cold: the first call in the process (nothing priced yet), and the per-call time with the collective
-  and GEMM tables emptied before every call (every collective and GEMM priced by the model);
+* cold: the first call in the process (nothing priced yet), and the per-call time with every
+  per-process table emptied before every call (``analytical.clear_tables``: every collective and GEMM
+  priced by the model, stage layouts and parameters computed);
 * warm, distinct plans: 2,000 different layouts (TP, PP, VPP, CP, DP, micro-batch, ZeRO, recompute,
   global batch), each estimated once after a warm-up on *other* layouts, so a memo of identical calls is
   not what is timed; with the share of collectives the per-machine table already held;
+* warm, distinct DeepSeek-V3 layouts (MoE, MLA, expert parallelism: more cost components per call);
 * warm, one plan repeated (the old figure, for comparison);
 * the same distinct layouts through numpy 0-d arrays (``analytical.SCALAR = False``, the path ``estimate``
   took before it ran one plan on plain Python numbers), and how many plans fell back to numpy;
@@ -32,7 +34,7 @@ import numpy as np
 from clustertwin.catalog import load_catalog
 from clustertwin.errors import InputError
 from clustertwin.planner.space import SCHEDULES, ModelShape, SpaceOptions, structural_space
-from clustertwin.sim import analytical, comm, estimate, estimate_batch, kernels
+from clustertwin.sim import analytical, comm, estimate, estimate_batch
 from clustertwin.workload import get_model, make_plan
 from clustertwin.workload.plan import RECOMPUTE, check_plan
 
@@ -43,17 +45,16 @@ _MAKE_PLAN_ARGS = set(inspect.signature(make_plan).parameters)
 def _plans(model, system, k: int, seed: int) -> list:
     """k distinct valid layouts on 16,384 GPUs over several global batches (shuffled)."""
     rng = np.random.default_rng(seed)
-    out, seen = [], set()
+    spaces, picks, seen = {}, [], set()
     for gb in (1024, 2048, 4096):
-        sp = structural_space(ModelShape.of(model), num_gpus=GPUS, domain_size=system.devices_per_domain,
-                              global_batch=gb, seq_len=8192,
-                              options=SpaceOptions(micro_batches=(1, 2, 4), max_vpp=8, max_cp=8))
-        for i in range(len(sp["tp"])):
-            row = {a: int(sp[a][i]) for a in sp}
-            out.append((gb, row))
-    rng.shuffle(out)
+        sp = spaces[gb] = structural_space(ModelShape.of(model), num_gpus=GPUS, domain_size=system.devices_per_domain,
+                                           global_batch=gb, seq_len=8192,
+                                           options=SpaceOptions(micro_batches=(1, 2, 4), max_vpp=8, max_cp=8))
+        picks += [(gb, i) for i in range(len(sp["tp"]))]
     plans = []
-    for gb, row in out:
+    for j in rng.permutation(len(picks)):
+        gb, i = picks[j]
+        row = {a: int(spaces[gb][a][i]) for a in spaces[gb]}
         key = (gb, *sorted(row.items()))
         if key in seen:
             continue
@@ -105,15 +106,14 @@ def main() -> None:
     print(f"{len(timed):,} distinct timed layouts (+{len(warmup):,} other layouts for the warm-up)")
 
     def cold(p):
-        comm.clear_tables()
-        kernels.clear_tables()
+        analytical.clear_tables()  # collectives, GEMMs, stage layouts and parameters, FLOPs, assumptions
         one(p)
 
     w, c, _ = _time(cold, timed[:300])
-    print(f"estimate() cold, collective and GEMM tables emptied before each call: {w * 1e3:.3f} ms wall, {c * 1e3:.3f} ms CPU")
+    print(f"estimate() cold, every per-process table emptied before each call: {w * 1e3:.3f} ms wall, "
+          f"{c * 1e3:.3f} ms CPU")
 
-    comm.clear_tables()
-    kernels.clear_tables()
+    analytical.clear_tables()
     for p in warmup:
         one(p)
     calls = {"n": 0, "hit": 0}
@@ -139,6 +139,13 @@ def main() -> None:
     comm._scalar = scalar
     print(f"  collective table hits on these layouts: {calls['hit'] / max(calls['n'], 1):.0%} "
           f"(first timed layout: {hits:.0%}; misses are priced by the collective model)")
+    moe = get_model("deepseek-v3")  # MoE + MLA + EP: more components per estimate
+    moe_plans = _plans(moe, system, 1000, seed=1)
+    for p in moe_plans[:500]:
+        estimate(moe, system, fabric, p, catalog=cat)
+    w, c, per = _time(lambda p: estimate(moe, system, fabric, p, catalog=cat), moe_plans[500:])
+    print(f"estimate() warm, DeepSeek-V3 (MoE, MLA, EP), {len(moe_plans[500:])} distinct layouts: {w * 1e3:.3f} ms wall "
+          f"(median {statistics.median(per) * 1e3:.3f}), {c * 1e3:.3f} ms CPU per call")
     w, c, _ = _time(one, [table4] * 500)
     print(f"estimate() warm, one plan repeated: {w * 1e3:.3f} ms wall, {c * 1e3:.3f} ms CPU per call")
     print(f"  plans rerun through numpy (division by zero / overflow on plain numbers): "

@@ -253,3 +253,24 @@ def test_sweep_stack_limits_the_search_and_reaches_the_engine(catalog, tmp_path)
 
     with pytest.raises(UnknownNameError):
         build_sweep(dict(spec, stack="megatron-lm-2020"), catalog, resolve=resolve)
+
+
+def test_batched_chunks_equal_one_design_at_a_time(catalog):
+    """``run_chunks`` (what a Ray task runs on its batch of chunks: the jobs of one machine and model
+    searched in one vectorised pass, ``search.search_many``) gives exactly the rows ``evaluate_job`` gives
+    one design at a time, infeasible designs included, in any grouping."""
+    from clustertwin.planner.sweep import ChunkTask, default_factory, design_cost_power, evaluate_job, run_chunks
+
+    spec = {"name": "batched", "designs": [{"system": "hgx-h100", "domains": [1, 2], "fabric": ["ib-ndr-400g", "roce-400g"]},
+                                           {"system": "hgx-h100", "gpus": [13]}],  # 13 GPUs: no layout divides batch 64
+            "models": ["llama3-8b", "mixtral-8x7b"], "global_batch": [64, 96], "seq_len": 4096, "chunk_size": 3}
+    sw = build_sweep(spec, catalog)
+    tasks = [ChunkTask(chunk=c, options=sw.options, catalog_paths=sw.catalog_paths) for c in sw.chunks]
+    ref = [[evaluate_job(j, catalog, sw.options, default_factory, design_cost_power, t.chunk.chunk_id)
+            for j in t.chunk.jobs] for t in tasks]
+    assert any(not r["feasible"] for rows in ref for r in rows) and any(r["feasible"] for rows in ref for r in rows)
+    together = run_chunks(tasks)
+    assert [rows for rows, _ in together] == ref
+    apart = [rows for i in range(3) for rows, _ in run_chunks(tasks[i::3])]  # other groupings of the chunks
+    assert apart == [rows for i in range(3) for rows in ref[i::3]]
+    assert all(elapsed >= 0.0 for _, elapsed in together)

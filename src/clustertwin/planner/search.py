@@ -7,7 +7,7 @@ The driver never loops over candidates in Python: it hands numpy arrays to an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,10 +175,13 @@ def search(
     cand = take(space, fit)
     ev = _evaluate_chunked(evaluator, cand, chunk, workers) if space_size(cand) else None
     if ev is None:
-        empty = {a: np.zeros(0, dtype=np.int64) for a in AXES}
-        ev0 = Evaluation(metrics={}, fits_memory=np.zeros(0, dtype=bool))
-        stats = SearchStats(n, int(fit.sum()), 0, 0, time.perf_counter() - t0, min_mem, cap / 1e9, margin)
-        return SearchResult(plans=empty, evaluation=ev0, stats=stats, space=space)
+        return _empty(space, n, fit, min_mem, cap, margin, t0)
+    return _finish(cand, ev, space, n, fit, min_mem, cap, margin, top_k, distinct_layouts, t0)
+
+
+def _finish(cand: Plans, ev: Evaluation, space: Plans, n: int, fit: np.ndarray, min_mem: float, cap: float,
+            margin: float, top_k: int | None, distinct_layouts: bool, t0: float) -> SearchResult:
+    """Rank the evaluated candidates of one search (``search`` and ``search_many``)."""
     ok = np.asarray(ev.fits_memory, dtype=bool) & np.isfinite(ev.metrics["tokens_per_s"])
     ok &= memory_fits(ev.metrics["memory_gb_per_gpu"] * 1e9, cap, margin)
     idx = np.flatnonzero(ok)
@@ -199,6 +202,68 @@ def search(
         margin_gb=margin,
     )
     return SearchResult(plans=take(feas, order), evaluation=ev_f.take(order), stats=stats, space=space)
+
+
+def _empty(space: Plans, n: int, fit: np.ndarray, min_mem: float, cap: float, margin: float, t0: float) -> SearchResult:
+    empty = {a: np.zeros(0, dtype=np.int64) for a in AXES}
+    ev0 = Evaluation(metrics={}, fits_memory=np.zeros(0, dtype=bool))
+    stats = SearchStats(n, int(fit.sum()), 0, 0, time.perf_counter() - t0, min_mem, cap / 1e9, margin)
+    return SearchResult(plans=empty, evaluation=ev0, stats=stats, space=space)
+
+
+def search_many(
+    model: Any,
+    evaluator: Evaluator,
+    requests: Sequence[tuple[int, int, int]],
+    *,
+    seq_len: int,
+    options: SpaceOptions | None = None,
+    top_k: int | None = 10,
+    distinct_layouts: bool = True,
+    chunk: int = DEFAULT_CHUNK,
+) -> list[SearchResult]:
+    """``search`` for several ``(num_gpus, domain_size, global_batch)`` requests of one model on one
+    machine (one evaluator: system, fabric, precision, engine options), in one vectorised pass: the
+    layouts of all requests are pruned by memory and timed together, with each row's own global batch
+    (the evaluator must read a ``global_batch`` column; ``AnalyticalEvaluator`` does), then ranked per
+    request. Each result equals what ``search`` gives for that request alone (the engine is elementwise;
+    tests/planner/test_planner_sweep.py compares them) but for its ``elapsed_s``, the pass's time shared
+    evenly. A sweep's batched chunks use it (``planner.sweep.run_chunks``)."""
+    t0 = time.perf_counter()
+    spaces = [structural_space(model, num_gpus=n, domain_size=d, global_batch=gb, seq_len=seq_len, options=options)
+              for n, d, gb in requests]
+    sizes = np.asarray([space_size(s) for s in spaces], dtype=np.int64)
+    total = int(sizes.sum())
+    cap = float(evaluator.memory_capacity_bytes)
+    margin = memory_margin_of(evaluator)
+    if total:
+        allsp = {a: np.concatenate([np.asarray(s[a]) for s in spaces]) for a in spaces[0]}
+        gb = np.repeat(np.asarray([r[2] for r in requests], dtype=np.int64), sizes)
+        mem = _memory_chunked(evaluator, {**allsp, "global_batch": gb}, chunk)
+        fit = memory_fits(mem, cap, margin)
+        cand = take(allsp, fit)
+        ev = _evaluate_chunked(evaluator, {**cand, "global_batch": gb[fit]}, chunk, 1) if fit.any() else None
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    fit_bounds = np.concatenate([[0], np.cumsum([int(fit[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:],
+                                                                                    strict=True)])]) if total else None
+    share = (time.perf_counter() - t0) / max(len(requests), 1)
+    out = []
+    for i, space in enumerate(spaces):
+        t_i = time.perf_counter() - share
+        n = int(sizes[i])
+        if not n:
+            out.append(_empty(space, 0, np.zeros(0, dtype=bool), float("nan"), cap, margin, t_i))
+            continue
+        a, b = int(bounds[i]), int(bounds[i + 1])
+        fit_i = fit[a:b]
+        min_mem = float(np.nanmin(mem[a:b])) / 1e9
+        if not fit_i.any():
+            out.append(_empty(space, n, fit_i, min_mem, cap, margin, t_i))
+            continue
+        sl = slice(int(fit_bounds[i]), int(fit_bounds[i + 1]))
+        out.append(_finish(take(cand, sl), ev.take(np.arange(sl.start, sl.stop)), space, n, fit_i, min_mem, cap,
+                           margin, top_k, distinct_layouts, t_i))
+    return out
 
 
 def explain_runner_up(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:

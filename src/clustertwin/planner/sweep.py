@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import (
@@ -50,7 +50,7 @@ from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB
 from ..workload.stacks import DEFAULT_STACK, get_stack
 from .evaluator import AnalyticalEvaluator, Evaluator, resolve_model
 from .pareto import pareto_mask
-from .search import search
+from .search import search, search_many
 from .space import RECOMPUTE, ModelShape, SpaceOptions, with_stack
 
 # ------------------------------------------------------------------ the sweep file (pydantic at the edge)
@@ -337,13 +337,72 @@ class ChunkTask:
 
 
 def run_chunk(task: ChunkTask) -> tuple[list[dict[str, Any]], float]:
-    """Search every job of the chunk; return one result row per job and the elapsed seconds."""
+    """Search every job of the chunk; return one result row per job and the elapsed seconds. The jobs of
+    the chunk that share a machine and model are searched in one vectorised pass (``run_chunks``)."""
+    return run_chunks([task])[0]
+
+
+def _run_one_by_one(task: ChunkTask) -> tuple[list[dict[str, Any]], float]:
+    """A chunk's jobs searched one at a time (an evaluator factory other than the default)."""
     t0 = time.perf_counter()
     catalog = _catalog(task.catalog_paths)
-    rows = []
-    for job in task.chunk.jobs:  # a handful of designs per chunk; the search itself is vectorised
-        rows.append(evaluate_job(job, catalog, task.options, task.factory, task.cost_fn, task.chunk.chunk_id))
+    rows = [evaluate_job(job, catalog, task.options, task.factory, task.cost_fn, task.chunk.chunk_id)
+            for job in task.chunk.jobs]
     return rows, time.perf_counter() - t0
+
+
+def _search_key(job: Job, options: SpaceOptions) -> tuple:
+    """Jobs with equal keys share one evaluator but for the GPU count and the global batch (``search_many``)."""
+    return (job.model, job.system, job.fabric, job.oversubscription, job.seq_len, job.dtype,
+            tuple(sorted((k, repr(v)) for k, v in job.engine_options.items())), job.memory_margin_gb,
+            repr(_options_key(options)))
+
+
+def run_chunks(tasks: Sequence[ChunkTask]) -> list[tuple[list[dict[str, Any]], float]]:
+    """``run_chunk`` for several chunks at once (what a Ray task runs): the jobs of all of them that
+    differ only in GPU count and global batch (same model, system, fabric, oversubscription, sequence,
+    precision, engine options, margin and search options) are searched in one vectorised pass
+    (``search.search_many``). The rows are the ones ``run_chunk`` gives; each chunk's elapsed time is
+    its share of the pass by jobs. Chunks with another evaluator factory run one by one."""
+    t0 = time.perf_counter()
+    out: list[tuple[list[dict[str, Any]], float] | None] = [None] * len(tasks)
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    groups: dict[tuple, list[tuple[int, int, Job, dict[str, Any]]]] = {}
+    for ti, task in enumerate(tasks):
+        if task.factory is not default_factory:
+            out[ti] = _run_one_by_one(task)
+            continue
+        catalog = _catalog(task.catalog_paths)
+        for ji, job in enumerate(task.chunk.jobs):
+            row = _design_row(job, catalog, task.cost_fn, task.chunk.chunk_id)
+            rows[(ti, ji)] = row
+            if row.get("feasible") is None:  # buildable: to be searched
+                groups.setdefault((task.catalog_paths, _search_key(job, task.options)), []).append((ti, ji, job, row))
+    for (paths, _), members in groups.items():
+        catalog = _catalog(paths)
+        options = tasks[members[0][0]].options
+        first = members[0][2]
+        try:
+            model, ev = default_factory(first, catalog)
+            system = catalog.system(first.system)
+            results = search_many(ModelShape.of(model), ev,
+                                  [(j.num_gpus, system.devices_per_domain, j.global_batch) for _, _, j, _ in members],
+                                  seq_len=first.seq_len, options=options, top_k=1)
+        except InputError:  # one job's error must not become the others': search them one by one
+            for _, _, job, row in members:
+                _search_row(row, job, catalog, options, default_factory)
+            continue
+        for (_, _, _, row), res in zip(members, results, strict=True):
+            _result_row(row, res)
+    n_jobs = sum(len(t.chunk.jobs) for i, t in enumerate(tasks) if out[i] is None)
+    share = (time.perf_counter() - t0) / max(n_jobs, 1)
+    for ti, task in enumerate(tasks):
+        if out[ti] is None:
+            out[ti] = ([rows[(ti, ji)] for ji in range(len(task.chunk.jobs))], share * len(task.chunk.jobs))
+    return cast(list[tuple[list[dict[str, Any]], float]], out)
+
+
+run_chunk.batched = run_chunks  # type: ignore[attr-defined]  # what a batched executor (Ray) calls
 
 
 # what a results row keeps of a plan record (``search.SearchResult.records``)
@@ -363,6 +422,16 @@ def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: Evaluat
     """Best plan, cost and power of one design. A design the models cannot handle (an InputError: a
     precision the chip lacks, a fabric too small for the cluster ...) becomes an infeasible row with the
     reason, so one bad corner of a grid never stops the sweep."""
+    row = _design_row(job, catalog, cost_fn, chunk_id)
+    if row.get("feasible") is None:
+        _search_row(row, job, catalog, options, factory)
+    return row
+
+
+def _design_row(job: Job, catalog: Any, cost_fn: Callable[[Job, Any], tuple[float | None, float | None]],
+                chunk_id: str) -> dict[str, Any]:
+    """A job's row before its search: the design columns, cost and power; for a cluster that cannot be
+    wired, the final row (``feasible`` False with the reason)."""
     system = catalog.system(job.system)
     row: dict[str, Any] = job_row(job, chunk_id)
     try:
@@ -379,13 +448,24 @@ def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: Evaluat
     except InputError:
         cost, power = None, None
     row.update(cost_usd=cost, power_w=power)
+    return row
+
+
+def _search_row(row: dict[str, Any], job: Job, catalog: Any, options: SpaceOptions, factory: EvaluatorFactory) -> None:
+    """Search one job and complete its row."""
+    system = catalog.system(job.system)
     try:
         model, ev = factory(job, catalog)
         res = search(ModelShape.of(model), ev, num_gpus=job.num_gpus, domain_size=system.devices_per_domain,
                      global_batch=job.global_batch, seq_len=job.seq_len, options=options, top_k=1)
     except InputError as exc:
         row.update(feasible=False, reason=exc.message, num_candidates=None, num_feasible=0)
-        return row
+        return
+    _result_row(row, res)
+
+
+def _result_row(row: dict[str, Any], res: Any) -> None:
+    """Complete a job's row from its search result."""
     row.update(num_candidates=res.stats.num_structural, num_feasible=res.stats.num_feasible)
     recs = res.records(1)
     if recs:
@@ -394,7 +474,6 @@ def evaluate_job(job: Job, catalog: Any, options: SpaceOptions, factory: Evaluat
         row.update(feasible=True, reason=None)
     else:
         row.update(feasible=False, reason=_why_infeasible(res.stats))
-    return row
 
 
 def _why_infeasible(stats: Any) -> str:
@@ -439,6 +518,10 @@ def run_sweep(
     by_index = {c.index: c for c in todo}
     payloads = [(c.index, ChunkTask(chunk=c, options=sweep.options, catalog_paths=sweep.catalog_paths,
                                     factory=factory, cost_fn=cost_fn)) for c in todo]
+    # chunks of one machine and model next to each other, so a batched executor's task (Ray: several
+    # chunks per task) searches them in one pass (run_chunks); the order chunks finish in changes nothing
+    payloads.sort(key=lambda ip: (_search_key(ip[1].chunk.jobs[0], sweep.options), ip[0]) if ip[1].chunk.jobs
+                  else ((), ip[0]))
 
     def on_done(idx: int, result: tuple[list[dict[str, Any]], float]) -> None:
         nonlocal finished

@@ -72,11 +72,11 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
                     overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm, stack=o.stack,
                     schedule=arr.get("schedule", 0))
     shape = np.shape(c["layer_fwd_gemm_s"])
-    t = np.broadcast_to(np.asarray(tp, dtype=float), shape)
-    p = np.broadcast_to(np.asarray(pp, dtype=float), shape)
-    v = np.broadcast_to(np.asarray(vpp, dtype=float), shape)
-    z = np.broadcast_to(np.asarray(zero), shape)
-    spb = np.broadcast_to(np.asarray(sp, dtype=bool), shape) & (t > 1)
+    t, p, v = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float), np.asarray(vpp, dtype=float)
+    z, spb = np.asarray(zero), np.asarray(sp, dtype=bool)
+    if shape:
+        t, p, v, z, spb = (np.broadcast_to(x, shape) for x in (t, p, v, z, spb))
+    spb = spb & (t > 1)
     sigma = hw.eff.overlap_slowdown
     ov = bool(o.overlap)
 
@@ -258,28 +258,8 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     (the plan rule) unless ``rule_mask=False``.
     """
     seq = int(seq_len or model.seq_len)
-    a: dict[str, np.ndarray] = {}
-    for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero"):
-        a[k] = np.astype(plans.get(k, 1 if k != "zero" else 1), np.int64)
-    rc = plans.get("recompute", 0)
-    if isinstance(rc, str) or (not isinstance(rc, int | float) and np.asarray(rc).dtype.kind in "US"):
-        rc = np.vectorize(lambda x: RECOMPUTE_CODE[str(x)])(np.asarray(rc))
-    a["recompute"] = np.astype(rc, np.int64)
-    gbv = plans.get("global_batch", global_batch)
-    if gbv is None:
-        raise InputError("estimate_batch needs global_batch (in plans or as keyword)")
-    a["global_batch"] = np.astype(gbv, np.int64)
-    a["etp"] = np.astype(plans.get("etp", 1), np.int64)
-    sp = plans.get("sequence_parallel", sequence_parallel)
-    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.astype(sp, bool) & (a["tp"] > 1))
-    a["uneven"] = np.astype(plans.get("uneven_pipeline", False), bool)
-    a["mb_group"] = np.astype(plans.get("microbatch_group", 0), np.int64)
-    a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
-    if "fsdp" in plans:
-        a["zero"] = np.where(np.astype(plans["fsdp"], bool), 3, a["zero"])
-    if not (np.in_scalar_mode() and np.broadcast_shape(*a.values()) == ()):  # one plan: nothing to broadcast
-        keys = list(a)
-        a = dict(zip(keys, np.broadcast_arrays(*(a[k] for k in keys)), strict=True))
+    plain = _plain_plan(plans, global_batch, sequence_parallel) if np.in_scalar_mode() else None
+    a: dict[str, np.ndarray] = plain if plain is not None else _plan_arrays(plans, global_batch, sequence_parallel)
 
     hw = hardware or make_hardware(system, fabric, dtype, catalog)
     o = _Opts(seq_len=seq, dtype=dtype, flash=flash_attention, overlap=overlap, grad_reduce_bytes=grad_reduce_bytes,
@@ -312,6 +292,76 @@ def estimate_batch(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, p
     if valid is not None:
         out["valid"] = valid
     return out
+
+
+def _plan_arrays(plans: dict[str, Any], global_batch: Any, sequence_parallel: Any) -> dict[str, np.ndarray]:
+    """The plan degrees of ``estimate_batch`` as int64 / bool arrays broadcast together."""
+    a: dict[str, np.ndarray] = {}
+    for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero"):
+        a[k] = np.astype(plans.get(k, 1 if k != "zero" else 1), np.int64)
+    rc = plans.get("recompute", 0)
+    if isinstance(rc, str) or (not isinstance(rc, int | float) and np.asarray(rc).dtype.kind in "US"):
+        rc = np.vectorize(lambda x: RECOMPUTE_CODE[str(x)])(np.asarray(rc))
+    a["recompute"] = np.astype(rc, np.int64)
+    gbv = plans.get("global_batch", global_batch)
+    if gbv is None:
+        raise InputError("estimate_batch needs global_batch (in plans or as keyword)")
+    a["global_batch"] = np.astype(gbv, np.int64)
+    a["etp"] = np.astype(plans.get("etp", 1), np.int64)
+    sp = plans.get("sequence_parallel", sequence_parallel)
+    a["sp"] = (np.asarray(a["tp"]) > 1) if sp is None else (np.astype(sp, bool) & (a["tp"] > 1))
+    a["uneven"] = np.astype(plans.get("uneven_pipeline", False), bool)
+    a["mb_group"] = np.astype(plans.get("microbatch_group", 0), np.int64)
+    a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
+    if "fsdp" in plans:
+        a["zero"] = np.where(np.astype(plans["fsdp"], bool), 3, a["zero"])
+    if not (np.in_scalar_mode() and np.broadcast_shape(*a.values()) == ()):  # one plan: nothing to broadcast
+        keys = list(a)
+        a = dict(zip(keys, np.broadcast_arrays(*(a[k] for k in keys)), strict=True))
+    return a
+
+
+_INT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero")
+_PLAIN = np._S  # plain numbers (clustertwin/xp.py)
+
+
+def _plain_plan(plans: dict[str, Any], global_batch: Any, sequence_parallel: Any) -> dict[str, Any] | None:
+    """``_plan_arrays`` of one plan of plain numbers in scalar mode (the values it gives there: ints and
+    bools), without its ~40 conversions; None when a value is anything else (then ``_plan_arrays``)."""
+    get = plans.get
+    S = _PLAIN
+    a: dict[str, Any] = {}
+    for k in _INT_KEYS:
+        v = get(k, 1)
+        if type(v) not in S:
+            return None
+        a[k] = int(v)
+    extra = (get("recompute", 0), get("global_batch", global_batch), get("etp", 1), get("uneven_pipeline", False),
+             get("microbatch_group", 0))
+    for v in extra:
+        if type(v) not in S:
+            return None
+    rc, gb, etp, uneven, mbg = extra
+    a["recompute"], a["global_batch"], a["etp"] = int(rc), int(gb), int(etp)
+    sp = get("sequence_parallel", sequence_parallel)
+    if sp is None:
+        a["sp"] = a["tp"] > 1
+    elif type(sp) in S:
+        a["sp"] = bool(sp) & (a["tp"] > 1)
+    else:
+        return None
+    a["uneven"], a["mb_group"] = bool(uneven), int(mbg)
+    sched = get("pipeline_schedule", get("schedule", 0))
+    if type(sched) is not str and type(sched) not in S:
+        return None
+    a["schedule"] = schedule_code(sched)
+    if "fsdp" in plans:
+        f = plans["fsdp"]
+        if type(f) not in S:
+            return None
+        if bool(f):
+            a["zero"] = 3
+    return a
 
 
 _COMPONENT_TEXT = {
@@ -432,6 +482,21 @@ _ASSUMPTIONS: dict[tuple, tuple] = {}
 SCALAR = True
 STRICT_SCALAR = False
 SCALAR_FALLBACKS = [0]  # plans rerun through numpy in this process (the tests read it)
+
+
+def clear_tables() -> None:
+    """Forget everything a process has memoised for one-plan estimates (benchmarks time cold calls with
+    it): priced collectives and GEMMs, stage layouts and parameters, FLOP counts, assumption texts. None of
+    them holds an answer: each is a pure function of its key (machine, model, shapes)."""
+    from ..workload import flops, memory, pipeline
+    from . import comm, kernels
+
+    comm.clear_tables()
+    kernels.clear_tables()
+    pipeline._LAYOUTS.clear()
+    memory._STAGE_PARAMS.clear()
+    flops._PER_TOKEN.clear()
+    _ASSUMPTIONS.clear()
 
 
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,
