@@ -259,7 +259,13 @@ def test_batched_chunks_equal_one_design_at_a_time(catalog):
     """``run_chunks`` (what a Ray task runs on its batch of chunks: the jobs of one machine and model
     searched in one vectorised pass, ``search.search_many``) gives exactly the rows ``evaluate_job`` gives
     one design at a time, infeasible designs included, in any grouping."""
-    from clustertwin.planner.sweep import ChunkTask, default_factory, design_cost_power, evaluate_job, run_chunks
+    from clustertwin.planner.sweep import (
+        ChunkTask,
+        default_factory,
+        design_cost_power,
+        evaluate_job,
+        run_chunks,
+    )
 
     spec = {"name": "batched", "designs": [{"system": "hgx-h100", "domains": [1, 2], "fabric": ["ib-ndr-400g", "roce-400g"]},
                                            {"system": "hgx-h100", "gpus": [13]}],  # 13 GPUs: no layout divides batch 64
