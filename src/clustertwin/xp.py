@@ -56,8 +56,7 @@ def scalar_mode():
         _SCALAR.reset(token)
 
 
-def in_scalar_mode() -> bool:
-    return _get()
+in_scalar_mode = _SCALAR.get  # () -> bool: whether scalar_mode() is on (the C method: no Python frame)
 
 
 def _cast(x, dtype):

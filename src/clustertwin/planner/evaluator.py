@@ -241,7 +241,8 @@ class AnalyticalEvaluator:
         """Peak memory per GPU for pruning before timing: the workload memory model
         (``clustertwin.workload.memory.memory_per_gpu``, Korthikanti et al. 2022 Table 2 and the Megatron
         distributed-optimizer table) with the engine's runtime overhead, i.e. the same number the engine
-        reports, without timing anything. The engine's ``fits_memory`` stays the final word.
+        reports, without timing anything. The engine's ``fits_memory`` stays the final word. A
+        ``global_batch`` column in ``plans`` (``search.search_many``) overrides the evaluator's batch per row.
         """
         from ..workload.memory import plan_memory
         from ..workload.stacks import resolve_stack
@@ -250,7 +251,7 @@ class AnalyticalEvaluator:
         hw = self._hw()
         tp = np.asarray(plans["tp"])
         out = plan_memory(
-            self.model, {**plans, "global_batch": self.global_batch, "mb_group": plans.get("microbatch_group"),
+            self.model, {"global_batch": self.global_batch, **plans, "mb_group": plans.get("microbatch_group"),
                          "sp": (tp > 1) & bool(self.extra.get("sequence_parallel", True))},
             seq_len=self.seq_len, dtype=self.dtype, flash=bool(self.extra.get("flash_attention", True)),
             grad_bytes=float(self.extra.get("grad_reduce_bytes", 2.0)),
