@@ -200,13 +200,13 @@ def shape(x) -> tuple:
     return _np.shape(x)
 
 
-def any(x) -> bool:  # noqa: A001  (numpy's name)
+def any(x):  # noqa: A001  (numpy's name)
     if type(x) in _S and _get():
         return bool(x)
     return _np.any(x)
 
 
-def all(x) -> bool:  # noqa: A001  (numpy's name)
+def all(x):  # noqa: A001  (numpy's name)
     if type(x) in _S and _get():
         return bool(x)
     return _np.all(x)

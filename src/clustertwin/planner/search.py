@@ -236,6 +236,9 @@ def search_many(
     total = int(sizes.sum())
     cap = float(evaluator.memory_capacity_bytes)
     margin = memory_margin_of(evaluator)
+    mem, fit = np.zeros(0), np.zeros(0, dtype=bool)
+    cand: Plans = {}
+    ev: Evaluation | None = None
     if total:
         allsp = {a: np.concatenate([np.asarray(s[a]) for s in spaces]) for a in spaces[0]}
         gb = np.repeat(np.asarray([r[2] for r in requests], dtype=np.int64), sizes)
@@ -245,7 +248,7 @@ def search_many(
         ev = _evaluate_chunked(evaluator, {**cand, "global_batch": gb[fit]}, chunk, 1) if fit.any() else None
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     fit_bounds = np.concatenate([[0], np.cumsum([int(fit[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:],
-                                                                                    strict=True)])]) if total else None
+                                                                                    strict=True)])])
     share = (time.perf_counter() - t0) / max(len(requests), 1)
     out = []
     for i, space in enumerate(spaces):
@@ -257,7 +260,7 @@ def search_many(
         a, b = int(bounds[i]), int(bounds[i + 1])
         fit_i = fit[a:b]
         min_mem = float(np.nanmin(mem[a:b])) / 1e9
-        if not fit_i.any():
+        if ev is None or not fit_i.any():
             out.append(_empty(space, n, fit_i, min_mem, cap, margin, t_i))
             continue
         sl = slice(int(fit_bounds[i]), int(fit_bounds[i + 1]))
