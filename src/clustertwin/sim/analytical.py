@@ -384,15 +384,27 @@ _COMPONENT_TEXT = {
 }
 
 
+def _places(hw: Hardware) -> tuple[str, str, str]:
+    """(scale-up name, "across <fabric>", "inside the <scale-up> domain"): the bottleneck's place words,
+    once per machine."""
+    hit = _PLACES.get(id(hw))
+    if hit is None or hit[0] is not hw:
+        net = f"{hw.scaleout.name}" if hw.scaleout else "scale-out"
+        up = hw.system.scaleup.name
+        if len(_PLACES) >= 256:
+            _PLACES.clear()
+        hit = _PLACES[id(hw)] = (hw, (up, f"across {net}", f"inside the {up} domain"))
+    return hit[1]
+
+
+_PLACES: dict[int, tuple] = {}  # id(hw) -> (hw, words); the entry keeps hw alive, so its id is not reused
+
+
 def _bottleneck(br: dict[str, float], step: float, plan: ParallelPlan, hw: Hardware) -> str:
     dom = hw.domain
-    net = f"{hw.scaleout.name}" if hw.scaleout else "scale-out"
-    dp_spans = plan.tp * plan.dp * plan.cp > dom
-    ctx = {
-        "up": hw.system.scaleup.name,
-        "dp_where": f"across {net}" if dp_spans else f"inside the {hw.system.scaleup.name} domain",
-        "ep_where": f"across {net}" if plan.ep > dom else f"inside the {hw.system.scaleup.name} domain",
-    }
+    up, across, inside = _places(hw)
+    ctx = {"up": up, "dp_where": across if plan.tp * plan.dp * plan.cp > dom else inside,
+           "ep_where": across if plan.ep > dom else inside}
     top = max(br, key=br.__getitem__)  # the first of the largest, as a stable sort by -value
     text = f"{_COMPONENT_TEXT[top].format(**ctx)} is {100 * br[top] / step:.0f}% of the step"
     if top in ("gemm", "attention"):
@@ -497,6 +509,7 @@ def clear_tables() -> None:
     memory._STAGE_PARAMS.clear()
     flops._PER_TOKEN.clear()
     _ASSUMPTIONS.clear()
+    _PLACES.clear()
 
 
 def estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: ParallelPlan, *,

@@ -27,8 +27,10 @@ def tp_comm(st: Stage) -> TPComm:
     hw, t = st.hw, st.t
     tp_bytes = st.tok * float(st.model.hidden_size) * st.act_bytes
     r_tp = ranks_per_domain(t, 1.0, hw.domain)
-    ar = collective_time(ALL_REDUCE, tp_bytes, t, r_tp, hw)
-    ag_rs = collective_time(ALL_GATHER, tp_bytes, t, r_tp, hw) + collective_time(REDUCE_SCATTER, tp_bytes, t, r_tp, hw)
+    # (np.needed: one plan prices only the collectives its sequence-parallel setting uses; xp.py)
+    ar = collective_time(ALL_REDUCE, tp_bytes, t, r_tp, hw) if np.needed(np.logical_not(st.sp)) else 0.0
+    ag_rs = (collective_time(ALL_GATHER, tp_bytes, t, r_tp, hw) + collective_time(REDUCE_SCATTER, tp_bytes, t, r_tp, hw)
+             if np.needed(st.sp) else 0.0)
     one = np.where(st.sp, ag_rs, ar)
     tp_f = 2.0 * one
     return TPComm(tp_f, 2.0 * one, np.where(st.rc == 2, tp_f, 0.0), tp_bytes)
