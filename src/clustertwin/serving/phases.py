@@ -121,6 +121,7 @@ class Instance:
     attn_hw: Hardware | None = None  # hardware view of the attention projections (None: hw)
     attn_w_bytes: float = 0.0  # bytes per weight element of the attention projections (0: w_bytes)
     attn_proj: tuple = ()  # per projection (in attention_shapes order): (Hardware, weight bytes); () = attn_hw
+    hw16: Hardware | None = None  # BF16 view: LM head and router (quantised checkpoints keep them BF16); None: hw
 
     @property
     def tokens_per_step(self) -> float:
@@ -195,6 +196,10 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         if "gemm_mamf_scale" in chip:
             # serving GEMM kernels reach a different share of MAMF than the training stacks (engines.yaml chips)
             h = replace(h, mamf=mamf_for(h.eff.mamf_fraction, dt) * float(chip["gemm_mamf_scale"]))
+        if dt == "nvfp4" and "nvfp4_gemm_k_overhead" in chip:
+            # block-scaled FP4 GEMMs: the per-tile fixed cost weighs more against a 2x faster main loop
+            # (engines.yaml chips nvfp4_gemm_k_overhead, from a measured B200 NVFP4 GEMM table)
+            h = replace(h, eff=replace(h.eff, gemm_k_overhead=float(chip["nvfp4_gemm_k_overhead"])))
         return h
 
     hw = view(gdt)
@@ -279,7 +284,7 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         moe_tp=moe_tp, layers=layers, weight_bytes_gpu=weight_bytes, kv_bytes_token_gpu=kv_tok,
         kv_capacity_tokens=kv_capacity, offload_bytes_gpu=offload, max_batch=dep.max_batch or engine.default_max_batch,
         max_num_tokens=max_tokens, w_bytes=w_bytes, kv_elem_bytes=kv_elem, notes=tuple(notes),
-        attn_hw=attn_hw, attn_w_bytes=aw_bytes, attn_proj=attn_proj,
+        attn_hw=attn_hw, attn_w_bytes=aw_bytes, attn_proj=attn_proj, hw16=proj_view("bf16")[0],
     )
 
 
@@ -344,6 +349,7 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     heads = a / t
     layers = inst.layers
     kern = hw.eff.kernel_overhead_s
+    hw16 = inst.hw16 or hw
 
     # ---- attention projections (per layer), each at its own weight precision ------------------
     shapes = attention_shapes(m, t)
@@ -405,7 +411,7 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
         if m.num_shared_experts:
             fsh = fe * m.num_shared_experts
             moe = moe + _gemm(hw, n, mats * fsh / t, h, in_bytes=wb) + _gemm(hw, n, h, fsh / t, in_bytes=wb)
-        moe = moe + _gemm(hw, n, E, h, in_bytes=2.0)  # router
+        moe = moe + _gemm(hw16, n, E, h, in_bytes=2.0)  # router (BF16)
         moe_mem = mem_time(hw, load * h * 2.0 * 4.0 + load * fe / etp * 2.0 * 3.0, 4)  # permute/unpermute, act
         if inst.attn_dp > 1 or ep > t:
             # tokens leave their attention rank: dispatch (FP8) + combine (BF16) all-to-all over EP
@@ -429,7 +435,9 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
         # (TP+EP inside the TP group: the MoE output is reduced by the same all-reduce)
         tp_comm = 2.0 * collective_time(ALL_REDUCE, n * h * 2.0, t, r_tp, hw)
 
-    logits = _gemm(hw, nl, m.vocab_size / t, h, in_bytes=2.0) / dep.pp
+    # LM head in BF16: quantised checkpoints exclude it (Model Optimizer exclude_modules "lm_head", see
+    # MOE_FP4_ATTENTION_DTYPE), so it runs at the BF16 rate whatever the weights dtype
+    logits = _gemm(hw16, nl, m.vocab_size / t, h, in_bytes=2.0) / dep.pp
     out = {
         "gemm_s": layers * (proj + mlp), "attention_s": layers * attn, "moe_s": layers * moe,
         "elementwise_s": layers * elem, "tp_comm_s": layers * tp_comm, "ep_comm_s": layers * ep_comm,
