@@ -43,9 +43,11 @@ DEFAULT_DECODE_OUTPUT = 0.0
 # (assumed). A workload input, not a fitted constant; without it such a row would decode one token.
 MLPERF_DATASET_OUTPUT = {"llama2-70b": 285.0, "mixtral-8x7b": 145.0, "llama3.1-405b": 645.0, "deepseek-r1": 3713.0}
 DEFAULT_THROUGHPUT_OUTPUT = 1024.0
-# Production prompt length (DeepSeek Day 6 does not state it): its mean decode KV length 4,989 minus a
-# ~1k-token answer, rounded (assumed).
-PRODUCTION_INPUT = 4000.0
+# Production prompt length where a production row does not state it (DeepSeek Day 6 does not): DeepSeek's
+# profile of its online prefill deployment, github.com/deepseek-ai/profile-data README "Prefilling": EP32,
+# TP1, "prompt length set to 4K and a batch size of 16K tokens per GPU (in line with DeepSeek V3/R1's
+# actual online deployment)"; consistent with Day 6's mean decode KV length 4,989 less a ~1k answer.
+PRODUCTION_INPUT = 4096.0
 # MTP / speculative acceptance when a row says "MTP" without a rate: DeepSeek-V3 report Sec. 5.4.3
 # (second-token acceptance 85-90 %).
 DEFAULT_ACCEPTANCE = 0.85
@@ -259,7 +261,8 @@ def row_inputs(row: dict, catalog):
     if inp is None:
         if kind == "production":
             inp = PRODUCTION_INPUT
-            assumed.append(f"production prompt length not stated: {PRODUCTION_INPUT:.0f} tokens")
+            assumed.append(f"production prompt length not stated: {PRODUCTION_INPUT:.0f} tokens (DeepSeek profile-data "
+                           "prefill configuration)")
         elif ref in MLPERF_MEAN_INPUT:
             inp = MLPERF_MEAN_INPUT[ref]
             assumed.append(f"MLPerf {ref} dataset mean input length {inp:.0f} tokens (assumed, see validation.py)")
