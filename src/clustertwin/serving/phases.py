@@ -196,10 +196,6 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         if "gemm_mamf_scale" in chip:
             # serving GEMM kernels reach a different share of MAMF than the training stacks (engines.yaml chips)
             h = replace(h, mamf=mamf_for(h.eff.mamf_fraction, dt) * float(chip["gemm_mamf_scale"]))
-        if dt == "nvfp4" and "nvfp4_gemm_k_overhead" in chip:
-            # block-scaled FP4 GEMMs: the per-tile fixed cost weighs more against a 2x faster main loop
-            # (engines.yaml chips nvfp4_gemm_k_overhead, from a measured B200 NVFP4 GEMM table)
-            h = replace(h, eff=replace(h.eff, gemm_k_overhead=float(chip["nvfp4_gemm_k_overhead"])))
         return h
 
     hw = view(gdt)
