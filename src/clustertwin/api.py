@@ -25,7 +25,8 @@ NETWORKS = ("analytical", "flow")
 
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len",
               "sequence_parallel", "zero", "fsdp", "recompute", "dtype", "flash_attention", "overlap",
-              "grad_reduce_bytes", "uneven_pipeline", "cp_comm", "microbatch_group", "pipeline_schedule", "stack")
+              "grad_reduce_bytes", "uneven_pipeline", "cp_comm", "microbatch_group", "pipeline_schedule", "offload",
+              "activation_offload_layers", "stack")
 
 
 @dataclass(frozen=True, slots=True)

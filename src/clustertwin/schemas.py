@@ -109,6 +109,8 @@ class PlanIn(BaseModel):
     cp_comm: Str | None = None
     microbatch_group: PosInt | None = None
     pipeline_schedule: Str | None = None
+    offload: Str | None = None
+    activation_offload_layers: Annotated[int, Strict(), Field(ge=0)] | None = None
     stack: Str | None = None
 
 

@@ -126,6 +126,13 @@ def estimate_cmd(
         "--uneven-pipeline/--even-pipeline", help="Allow layers not divisible into the pipeline stages (whole "
         "layers per rank, the last rank fewer beside the loss; Megatron --pipeline-model-parallel-layout).")] = None,
     zero: _int_opt("--zero", "ZeRO stage 0-3 (1 = distributed optimizer).") = None,
+    offload: Annotated[str | None, typer.Option(
+        "--offload", help="Model states in host memory: none | optimizer (FP32 master + Adam moments, stepped on "
+        "the CPU: ZeRO-Offload, Megatron --optimizer-cpu-offload) | params (also the parameter shards and "
+        "gradients: ZeRO-3 offload_param, FSDP CPUOffload; needs ZeRO-3). The stack must offer it.")] = None,
+    activation_offload_layers: Annotated[int | None, typer.Option(
+        "--activation-offload-layers", help="Layers whose activations go to host memory between forward and "
+        "backward (Megatron --cpu-offloading-num-layers; pp 1, no recompute; default 0).")] = None,
     fsdp: Annotated[bool | None, typer.Option("--fsdp/--no-fsdp", help="Fully sharded data parallel (ZeRO-3).")] = None,
     micro_batch: _int_opt("--micro-batch", "Sequences per micro-batch.") = None,
     global_batch: _int_opt("--global-batch", "Sequences per step.") = None,
@@ -174,9 +181,10 @@ def estimate_cmd(
                "micro_batch": micro_batch, "global_batch": global_batch, "seq_len": seq_len, "recompute": recompute,
                "dtype": dtype, "sequence_parallel": sequence_parallel, "overlap": overlap,
                "microbatch_group": microbatch_group, "stack": stack, "etp": etp,
-               "pipeline_schedule": pipeline_schedule, "uneven_pipeline": uneven_pipeline}
+               "pipeline_schedule": pipeline_schedule, "uneven_pipeline": uneven_pipeline, "offload": offload,
+               "activation_offload_layers": activation_offload_layers}
     for k, v in {**plan_kw, "gpus": gpus}.items():
-        if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k == "zero" else 1):
+        if isinstance(v, int) and not isinstance(v, bool) and v < (0 if k in ("zero", "activation_offload_layers") else 1):
             raise InputError(f"--{k.replace('_', '-')} must be positive, got {v}", hint="pass a positive integer")
     from ..limits import check_limit
 

@@ -31,7 +31,7 @@ from ..workload.flops import forward_flops_total, hardware_flops_per_step, model
 from ..workload.memory import plan_memory
 from ..workload.model import ModelSpec
 from ..workload.pipeline import mixed_interleaved_chunks, schedule_code, stage_layout
-from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, WIDE_DTYPES, ParallelPlan, check_plan
+from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, WIDE_DTYPES, ParallelPlan, check_plan, offload_code
 from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
 from ..workload.stacks import resolve_stack
 from .comm import achieved_bandwidths
@@ -70,7 +70,8 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
     c = stage_costs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, recompute=rc,
                     zero=zero, global_batch=gb, seq_len=o.seq_len, sp=sp, etp=etp, flash=o.flash,
                     overlap=o.overlap, grad_reduce_bytes=o.grad_reduce_bytes, cp_comm=o.cp_comm, stack=o.stack,
-                    schedule=arr.get("schedule", 0))
+                    schedule=arr.get("schedule", 0), offload=arr.get("offload", 0),
+                    activation_offload_layers=arr.get("act_offload", 0))
     shape = np.shape(c["layer_fwd_gemm_s"])
     t, p, v = np.asarray(tp, dtype=float), np.asarray(pp, dtype=float), np.asarray(vpp, dtype=float)
     z, spb = np.asarray(zero), np.asarray(sp, dtype=bool)
@@ -313,6 +314,8 @@ def _plan_arrays(plans: dict[str, Any], global_batch: Any, sequence_parallel: An
     a["uneven"] = np.astype(plans.get("uneven_pipeline", False), bool)
     a["mb_group"] = np.astype(plans.get("microbatch_group", 0), np.int64)
     a["schedule"] = schedule_code(plans.get("pipeline_schedule", plans.get("schedule", 0)))
+    a["offload"] = offload_code(plans.get("offload", 0))
+    a["act_offload"] = np.astype(plans.get("activation_offload_layers", 0), np.int64)
     if "fsdp" in plans:
         a["zero"] = np.where(np.astype(plans["fsdp"], bool), 3, a["zero"])
     if not (np.in_scalar_mode() and np.broadcast_shape(*a.values()) == ()):  # one plan: nothing to broadcast
@@ -355,6 +358,10 @@ def _plain_plan(plans: dict[str, Any], global_batch: Any, sequence_parallel: Any
     if type(sched) is not str and type(sched) not in S:
         return None
     a["schedule"] = schedule_code(sched)
+    off, n_off = get("offload", 0), get("activation_offload_layers", 0)
+    if (type(off) is not str and type(off) not in S) or type(n_off) not in S:
+        return None
+    a["offload"], a["act_offload"] = offload_code(off), int(n_off)
     if "fsdp" in plans:
         f = plans["fsdp"]
         if type(f) not in S:
@@ -540,7 +547,8 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
              "micro_batch": plan.micro_batch, "recompute": plan.recompute_code, "zero": plan.zero_effective,
              "global_batch": plan.global_batch, "sequence_parallel": plan.sequence_parallel, "etp": plan.etp,
              "uneven_pipeline": plan.uneven_pipeline, "microbatch_group": plan.microbatch_group,
-             "pipeline_schedule": plan.pipeline_schedule}
+             "pipeline_schedule": plan.pipeline_schedule, "offload": plan.offload_code,
+             "activation_offload_layers": plan.activation_offload_layers}
     hw = make_hardware(system, fabric, plan.dtype, catalog, network=network)
     out = estimate_batch(model, system, fabric, plans, seq_len=plan.seq_len, dtype=plan.dtype,
                          flash_attention=plan.flash_attention, overlap=plan.overlap,

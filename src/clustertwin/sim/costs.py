@@ -71,8 +71,13 @@ STAGE_COST_FIELDS = (
 
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
                 zero, global_batch, seq_len, sp=True, etp=1, flash: bool = True, overlap: bool = True,
-                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", stack=None, schedule=0) -> dict[str, np.ndarray]:
+                grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", stack=None, schedule=0, offload=0,
+                activation_offload_layers=0) -> dict[str, np.ndarray]:
     """Granular costs of one pipeline stage (see STAGE_COST_FIELDS). All inputs broadcast.
+
+    ``offload`` (code of ``workload.plan.OFFLOAD``) and ``activation_offload_layers``: host offload
+    (components/offload.py): an optimizer in host memory replaces ``optimizer_s``; the exposed activation
+    transfers are added to ``step_overhead_s`` (both engines read these two fields).
 
     ``overlap`` does not change any per-item cost (the engines apply it); ``vpp`` and ``schedule`` (the
     pipeline schedule code) only set the pipeline layout the parameter counts of the DP collectives read
@@ -155,6 +160,21 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         "fsdp_bwd_gathers": dpc.fsdp_bwd_gathers, "optimizer_s": optimizer_step(st, dpc),
         "step_overhead_s": step_overhead(st),
     }
+    if np.any(np.asarray(offload) > 0) or np.any(np.asarray(activation_offload_layers) > 0):
+        from ..workload.memory import activation_bytes_per_layer
+        from .components.offload import activation_offload_s, optimizer_offload_s
+
+        off = np.asarray(offload)
+        out["optimizer_s"] = np.where(off >= 1, optimizer_offload_s(st, dpc, off, grad_reduce_bytes),
+                                      out["optimizer_s"])
+        fp8_cache = hw.dtype in ("fp8", "mxfp8", "nvfp4", "fp4") and bool(
+            getattr(stack, "fp8_activation_cache", True) if stack is not None else True)
+        layer_bytes = activation_bytes_per_layer(model, seq_len, micro_batch, tp, cp, sp, 0, flash, fp8_cache)[0]
+        t_f = fwd_gemm + core.fwd_s + mem_f
+        t_b = bwd_gemm + core.bwd_s + mem_b
+        out["step_overhead_s"] = out["step_overhead_s"] + activation_offload_s(
+            st, activation_offload_layers, layer_bytes, t_f, t_b)
+
     if np.in_scalar_mode():  # one plan on plain numbers (clustertwin/xp.py): nothing to broadcast
         plain = {}
         for k, v in out.items():

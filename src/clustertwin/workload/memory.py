@@ -141,7 +141,7 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
         moe_f = model.moe_ffn_hidden_size * (model.moe_topk + model.num_shared_experts)
         f_eff = (1 - frac_moe) * model.ffn_hidden_size + frac_moe * (moe_f + model.moe_topk * h / 3.0)
     # fc1 output (2 B x width) + activation output (saved fc2 input)
-    mlp_hidden = ((4.0 if model.swiglu else 2.0) + gemm_in) * f_eff
+    mlp_hidden = ((4.0 if model.swiglu else 2.0) + gemm_in) * f_eff + glu_clamp_bytes_per_token(model)
     split = 2.0 * qkv_out + gemm_in * a * dv + mlp_hidden  # bytes per token (x b s)
     # Korthikanti's GELU/MHA case: split = 2*3h + 2h + 16h = 24h. Check in tests.
     scores = 5.0 * a * s * b * s  # softmax 2 + dropout mask 1 + dropout output 2 (bytes)
@@ -152,6 +152,20 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     per_layer = per_layer + np.where(keep_scores, scores / tp, 0.0)
     full = np.where(sp, 2.0 * sbh / tp, 2.0 * sbh)
     return np.where(rc == 2, full, per_layer), per_layer + np.where(np.logical_not(flash), scores / tp, 0.0)
+
+
+def glu_clamp_bytes_per_token(model: ModelSpec) -> float:
+    """Bytes per token and layer (averaged over the layers) that a clamped gated activation (GPT-OSS,
+    ``ModelSpec.glu_clamp``) keeps beyond a plain SwiGLU: Megatron-Core's ``weighted_bias_quick_geglu_impl``
+    (megatron/core/fusions/fused_bias_geglu.py) clamps the two halves of the routed experts' fc1 output in
+    eager PyTorch (``x_glu.clamp(max=...)``, ``x_linear.clamp(-..., ...)``, saved for backward: their input,
+    i.e. the whole fc1 output) and concatenates them as the input the fused activation saves, so the layer
+    keeps both the fc1 output and its clamped copy: 2 B x 2 x top-k x expert width per token. ``moe_act``
+    selective recompute checkpoints the whole activation (clamp included) and keeps only the fc1 output."""
+    if not (getattr(model, "glu_clamp", False) and model.is_moe):
+        return 0.0
+    frac = model.num_moe_layers / model.num_layers
+    return frac * 2.0 * 2.0 * model.moe_topk * model.moe_ffn_hidden_size
 
 
 def moe_selective_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, fp8: bool = False):
@@ -172,7 +186,7 @@ def moe_selective_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp
     frac = model.num_moe_layers / model.num_layers
     norms = (1.0 + frac if model.is_mla else frac) * gemm_in * h * tok
     norms = np.where(sp, norms / tp_f, norms)
-    act = frac * gemm_in * model.moe_topk * model.moe_ffn_hidden_size * tok / tp_f
+    act = (frac * gemm_in * model.moe_topk * model.moe_ffn_hidden_size + glu_clamp_bytes_per_token(model)) * tok / tp_f
     out = norms + act
     if model.is_mla:
         out = out + mla_up_proj_bytes_per_layer(model, seq_len, micro_batch, tp, cp)
@@ -361,7 +375,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
 def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp=1,
                    vpp=1, zero=1, sp=True, recompute_code=0, flash=True, runtime_overhead_bytes=0.0,
                    grad_bytes: float = GRAD_BYTES, fp8: bool = False, microbatch_group=None, stack=None,
-                   schedule=0, dtype: str | None = None):
+                   schedule=0, dtype: str | None = None, offload=0, activation_offload_layers=0):
     """Memory of the most-loaded GPU by component (bytes, arrays).
 
     ``grad_bytes``: the gradient buffer's element size (Megatron keeps main grads in FP32 unless
@@ -383,11 +397,24 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
 
     DualPipe (``schedule`` code 2) ranks differ: rank 0 holds the first and the last stage (embedding,
     output layer, loss, MTP), the others two stages of the most layers; the larger of the two is reported.
+
+    Host offload (docs/modelling.md "CPU offload"): ``offload`` code 1 (``optimizer``) keeps the FP32 master
+    weights and Adam moments in host memory (DeepSpeed ZeRO-Offload also the reduced gradient partitions: its
+    GPU keeps the 16-bit parameters and the gradient bucket, ``estimate_zero2_model_states_mem_needs``:
+    2 B/param; Megatron's HybridDeviceOptimizer keeps the DDP gradient buffer on the GPU); code 2 (``params``,
+    ZeRO-3 / FSDP only) also the parameter shards and their gradients, so the GPU holds only the gathered
+    units (``estimate_zero3_model_states_mem_needs`` with offload_param: 4 B x the largest layer).
+    ``activation_offload_layers`` N (Megatron-Core ``cpu_offloading_num_layers``, pp 1, no recompute): N
+    layers' saved activations go to host memory after their forward; one offloaded layer is back on the GPU
+    ahead of its backward (TE's offload handler reloads the next group while the current one runs backward).
+    The stack's ``zero_bucket_elements`` (DeepSpeed ZeRO's contiguous-gradients bucket) adds that many
+    gradient elements under ZeRO 1-3.
     """
     kw = dict(seq_len=seq_len, micro_batch=micro_batch, num_micro_batches=num_micro_batches, tp=tp, pp=pp, dp=dp,
               cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero, sp=sp, recompute_code=recompute_code, flash=flash,
               runtime_overhead_bytes=runtime_overhead_bytes, grad_bytes=grad_bytes, fp8=fp8,
-              microbatch_group=microbatch_group, stack=stack, schedule=schedule, dtype=dtype)
+              microbatch_group=microbatch_group, stack=stack, schedule=schedule, dtype=dtype, offload=offload,
+              activation_offload_layers=activation_offload_layers)
     sched = np.asarray(schedule)
     if not np.any(sched == 2):
         return _memory_rank(model, **kw)
@@ -399,7 +426,7 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
 
 def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp, vpp, zero,
                  sp, recompute_code, flash, runtime_overhead_bytes, grad_bytes, fp8, microbatch_group, stack,
-                 schedule, dtype, dual_rank: str | None = None):
+                 schedule, dtype, offload=0, activation_offload_layers=0, dual_rank: str | None = None):
     """``memory_per_gpu`` of one rank (``dual_rank``: which DualPipe rank; see ``stage_params``)."""
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
@@ -434,6 +461,16 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
     weights = np.where(zero >= 3, np.where(torch_fsdp, 4.0, wb) * sharded, wb * params)
     grads = np.where(zero >= 2, grad_bytes * sharded, grad_bytes * params)
     optim = np.where(zero >= 1, np.where(torch_fsdp, opt_b - master, opt_b) * sharded, opt_b * params)
+    bucket = float(getattr(stack, "zero_bucket_elements", 0.0) or 0.0) if stack is not None else 0.0
+    off = np.asarray(offload)
+    if np.any(off > 0):
+        # host offload: the optimizer states (and with "params" the shards and their gradients) leave the GPU
+        optim = np.where(off >= 1, 0.0, optim)
+        ds_offload = (off >= 1) & (zero >= 2) & (bucket > 0)  # ZeRO-Offload: reduced partitions go to the CPU
+        grads = np.where(ds_offload | ((off == 2) & (zero >= 3)), 0.0, grads)
+        weights = np.where((off == 2) & (zero >= 3), 0.0, weights)
+    if bucket > 0:
+        grads = grads + np.where(zero >= 1, bucket * grad_bytes, 0.0)
     if np.needed(zero >= 3):  # (False only for one plan below ZeRO-3; xp.py)
         # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
         n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
@@ -487,6 +524,12 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
     first, last = pipeline_inflight_layers(model.num_layers, pp_f, vpp_f, m, microbatch_group, model=model,
                                            schedule=schedule, dual_rank=dual_rank)
     extra = np.where(np.asarray(recompute_code) == 2, working, 0.0)
+    n_off = np.asarray(activation_offload_layers, dtype=float)
+    if np.any(n_off > 0):
+        # offloaded layers leave the GPU after their forward; one is back ahead of its backward
+        back = np.where(n_off > 0, n_off - 1.0, 0.0)
+        first = np.maximum(first - back, 1.0)
+        last = np.maximum(last - back, 1.0)
     acts_first = stored * first + extra
     acts_last = stored * last + extra
     # logits (FP32) on the last stage: 4 s b V / (t cp)
@@ -519,7 +562,8 @@ LOW_PRECISION_DTYPES = ("fp8", "mxfp8", "nvfp4", "fp4")  # GEMMs in FP8/FP4: tra
 def plan_memory(model: ModelSpec, plans, *, seq_len: int, dtype: str = "bf16", flash: bool = True,
                 grad_bytes: float = GRAD_BYTES, runtime_overhead_bytes: float = 0.0, stack=None):
     """Memory per GPU of every plan in ``plans`` (arrays that broadcast: tp pp dp cp ep vpp micro_batch
-    global_batch zero recompute (code); optional etp, sp (default tp > 1), mb_group): the one call the
+    global_batch zero recompute (code); optional etp, sp (default tp > 1), mb_group, schedule, offload (code),
+    act_offload (layers)): the one call the
     engine (``sim.analytical.estimate_batch``) and the planner's memory pruning both make, so both see the
     same dtype handling and the same software ``stack`` (a ``SoftwareStack``). Returns ``memory_per_gpu``'s
     component dict."""
@@ -534,5 +578,6 @@ def plan_memory(model: ModelSpec, plans, *, seq_len: int, dtype: str = "bf16", f
         zero=get("zero", 1), sp=sp, recompute_code=get("recompute", 0), flash=flash,
         runtime_overhead_bytes=runtime_overhead_bytes, grad_bytes=float(grad_bytes),
         fp8=dtype in LOW_PRECISION_DTYPES, microbatch_group=get("mb_group"), stack=stack,
-        schedule=get("schedule", 0), dtype=dtype,
+        schedule=get("schedule", 0), dtype=dtype, offload=get("offload", 0),
+        activation_offload_layers=get("act_offload", 0),
     )

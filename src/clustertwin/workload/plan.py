@@ -21,6 +21,25 @@ DTYPES = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4", "tf32", "fp32")
 # 32-bit training (no mixed precision): 4-byte weights, activations, GEMM inputs and gradients; "tf32" runs its
 # GEMMs on TF32 tensor cores (Ampere and newer), "fp32" on FP32 CUDA cores. Neither has FlashAttention kernels.
 WIDE_DTYPES = ("tf32", "fp32")
+# what lives in host (CPU) memory instead of HBM (workload/memory.py, sim/components/offload.py):
+# "optimizer": the FP32 master weights and Adam moments, stepped on the CPU (DeepSpeed ZeRO-Offload
+# offload_optimizer, Megatron --optimizer-cpu-offload); "params": also the parameter shards and their
+# gradients, gathered from host memory (ZeRO-3 offload_param / ZeRO-Infinity, PyTorch FSDP CPUOffload,
+# torchtitan enable_cpu_offload)
+OFFLOAD = ("none", "optimizer", "params")
+OFFLOAD_CODE = {name: i for i, name in enumerate(OFFLOAD)}
+
+
+def offload_code(value) -> Any:
+    """Offload names or codes -> int64 codes (array; a plain int for one plan in ``xp.scalar_mode``)."""
+    from .. import xp as np
+
+    if np.in_scalar_mode() and np.ndim(value) == 0:
+        return OFFLOAD_CODE[str(value)] if isinstance(value, str) else int(value)
+    arr = np.asarray(value)
+    if arr.dtype.kind in "US":
+        return np.vectorize(lambda x: OFFLOAD_CODE[str(x)])(arr).astype(np.int64)
+    return arr.astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +78,10 @@ class ParallelPlan:
     microbatch_group: int = 0
     # pipeline schedule (workload/pipeline.py): 1f1b (interleaved with vpp > 1), zb-h1, dualpipe
     pipeline_schedule: str = "1f1b"
+    offload: str = "none"  # model states in host memory: none | optimizer | params (OFFLOAD)
+    # layers whose activations go to host memory between forward and backward (Megatron --cpu-offloading
+    # --cpu-offloading-num-layers: Transformer Engine's CPU offload context); 0 = none
+    activation_offload_layers: int = 0
     stack: str = "megatron-core"  # software stack preset the software options came from (workload/stacks.py)
 
     @property
@@ -76,6 +99,10 @@ class ParallelPlan:
     @property
     def recompute_code(self) -> int:
         return RECOMPUTE_CODE[self.recompute]
+
+    @property
+    def offload_code(self) -> int:
+        return OFFLOAD_CODE[self.offload]
 
     @property
     def zero_effective(self) -> int:
@@ -118,6 +145,8 @@ def make_plan(
     microbatch_group: int | None = None,
     stack: str | None = None,
     pipeline_schedule: str | None = None,
+    offload: str | None = None,
+    activation_offload_layers: int | None = None,
 ) -> ParallelPlan:
     """Build a plan from user flags, deriving ``dp`` from ``gpus`` and ``global_batch`` from dp.
 
@@ -199,6 +228,16 @@ def make_plan(
                          hint="use " + ", ".join(PIPELINE_SCHEDULES))
     if microbatch_group is not None and int(microbatch_group) < 0:
         raise InputError(f"--microbatch-group must be 1 or more (0 = pp), got {microbatch_group}")
+    offload = offload or "none"
+    if offload not in OFFLOAD:
+        from ..errors import closest
+
+        raise InputError(f"unknown offload {offload!r}", suggestions=closest(offload, OFFLOAD),
+                         hint="use none, optimizer (master weights + Adam moments on the CPU) or params "
+                              "(also the parameter shards and gradients; ZeRO-3 / FSDP)")
+    if activation_offload_layers is not None and int(activation_offload_layers) < 0:
+        raise InputError(f"--activation-offload-layers must be 0 or more, got {activation_offload_layers}",
+                         hint="the number of transformer layers whose activations go to host memory (0 = none)")
     plan = ParallelPlan(
         tp=int(tp), pp=int(pp), dp=int(dp), cp=int(cp), ep=int(ep), etp=int(etp), vpp=int(vpp),
         micro_batch=int(micro_batch), global_batch=int(global_batch), seq_len=int(seq_len),
@@ -206,7 +245,7 @@ def make_plan(
         recompute=recompute, dtype=dtype, flash_attention=flash_attention, overlap=overlap,
         grad_reduce_bytes=int(grad_reduce_bytes), uneven_pipeline=bool(uneven_pipeline),
         cp_comm=cp_comm, microbatch_group=int(microbatch_group or 0), pipeline_schedule=pipeline_schedule,
-        stack=st.id,
+        offload=offload, activation_offload_layers=int(activation_offload_layers or 0), stack=st.id,
     )
     if gpus is not None and plan.num_gpus != gpus:
         raise InputError(

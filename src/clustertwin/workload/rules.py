@@ -8,7 +8,8 @@ single plan breaks. Memory fit is the other half of validity and lives in ``work
 
 Array keys: tp pp dp cp ep etp vpp micro_batch global_batch zero recompute (code 0/1/2), and optional
 uneven (bool), mb_group (int, 0 = pp), sp (bool), flash (bool), schedule (code of
-``workload.pipeline.PIPELINE_SCHEDULES`` or name).
+``workload.pipeline.PIPELINE_SCHEDULES`` or name), offload (code of ``workload.plan.OFFLOAD``),
+act_offload (layers whose activations go to host memory).
 """
 
 from __future__ import annotations
@@ -109,6 +110,17 @@ MODEL_RULES: tuple[Rule, ...] = (
     Rule("schedule", lambda m, a, s, st: (a["schedule"] == 0) | ((a["pp"] > 1) & (a["vpp"] == 1)),
          lambda m, a, s, st: f"the {_sched_name(a)} schedule needs pp >= 2 and vpp 1 (got pp {a['pp']}, "
                              f"vpp {a['vpp']})"),
+    # host offload: parameter shards live on the CPU only where parameters are sharded (ZeRO-3 / FSDP);
+    # Megatron-Core's activation offload (transformer_config.py) refuses pp > 1 ("no support for Pipeline
+    # parallelism with CPU offloading"), activation recompute, and cpu_offloading_num_layers >= num_layers
+    Rule("offload_params", lambda m, a, s, st: (a["offload"] != 2) | (a["zero"] >= 3),
+         lambda m, a, s, st: f"offload params needs ZeRO-3 / FSDP (zero {a['zero']}): parameter shards live on "
+                             "the CPU only where parameters are sharded; use --offload optimizer"),
+    Rule("act_offload", lambda m, a, s, st: (a["act_offload"] == 0) | (
+        (a["pp"] == 1) & (a["recompute"] == 0) & (a["act_offload"] < m.num_layers)),
+         lambda m, a, s, st: f"activation offload of {a['act_offload']} layers needs pp 1, recompute none and "
+                             f"fewer layers than the model's {m.num_layers} (Megatron-Core cpu_offloading; got pp "
+                             f"{a['pp']}, recompute {RECOMPUTE_NAMES[int(a['recompute'])]})"),
     Rule("dualpipe", lambda m, a, s, st: (a["schedule"] != 2) | np.logical_not(_batch_ok(a)) | (
         (a["pp"] % 2 == 0) & (_micro_batches(a) % 2 == 0) & (_micro_batches(a) >= 2 * a["pp"])),
          lambda m, a, s, st: f"DualPipe needs an even pp and an even number of micro-batches, at least 2*pp "
@@ -136,7 +148,25 @@ STACK_RULES: tuple[Rule, ...] = (
     Rule("stack_schedule", lambda m, a, s, st: _in(a["schedule"], _sched_codes(st)),
          lambda m, a, s, st: f"the {st.id} stack offers the pipeline schedule(s) "
                              f"{', '.join(st.pipeline_schedules)}, not {_sched_name(a)}"),
+    Rule("stack_offload", lambda m, a, s, st: _in(a["offload"], _offload_codes(st)),
+         lambda m, a, s, st: f"the {st.id} stack offers offload {' / '.join(st.offload_modes)}, "
+                             f"not {_offload_name(a)}"),
+    Rule("stack_act_offload", lambda m, a, s, st: (a["act_offload"] == 0) | bool(st.activation_offload),
+         lambda m, a, s, st: f"the {st.id} stack has no activation CPU offload (Megatron stacks: "
+                             "--cpu-offloading)"),
 )
+
+
+def _offload_codes(st) -> list[int]:
+    from .plan import OFFLOAD_CODE
+
+    return [OFFLOAD_CODE[x] for x in st.offload_modes]
+
+
+def _offload_name(a) -> str:
+    from .plan import OFFLOAD
+
+    return OFFLOAD[int(a["offload"])]
 
 
 def _sched_codes(st) -> list[int]:
@@ -183,6 +213,8 @@ def _arrays(a: Mapping[str, Any]) -> dict[str, np.ndarray]:
     out["schedule"] = np.asarray(sched)
     out["sp"] = np.asarray(a.get("sp", False), dtype=bool)
     out["flash"] = np.asarray(a.get("flash", True), dtype=bool)
+    out["offload"] = np.asarray(a.get("offload", 0))
+    out["act_offload"] = np.asarray(a.get("act_offload", 0))
     if np.in_scalar_mode() and np.broadcast_shape(*out.values()) == ():  # one plan: nothing to broadcast
         return out
     keys = list(out)
@@ -220,7 +252,8 @@ def plan_problems(model: ModelSpec, plan: Any, stack: Any = None) -> list[str]:
                  "vpp": plan.vpp, "micro_batch": plan.micro_batch, "global_batch": plan.global_batch,
                  "zero": plan.zero_effective, "recompute": plan.recompute_code, "uneven": plan.uneven_pipeline,
                  "mb_group": plan.microbatch_group, "sp": plan.sequence_parallel, "flash": plan.flash_attention,
-                 "schedule": plan.pipeline_schedule})
+                 "schedule": plan.pipeline_schedule, "offload": plan.offload_code,
+                 "act_offload": plan.activation_offload_layers})
     scal = None
     s = int(plan.seq_len)
     out = []

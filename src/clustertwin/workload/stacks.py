@@ -96,6 +96,16 @@ class SoftwareStack:
     # every MoE layer)
     moe_experts_impl: str = "te-grouped-linear"
     frameworks: tuple[str, ...] = ()  # `framework` values of published runs this preset models (frameworks.yaml)
+    # host-memory offload the framework offers (ParallelPlan.offload; workload/memory.py): "optimizer" (master
+    # weights + Adam moments on the CPU, stepped there), "params" (also the parameter shards and gradients)
+    offload_modes: tuple[str, ...] = ("none",)
+    # activation CPU offload of whole layers between forward and backward (Megatron --cpu-offloading: TE's
+    # CPU offload context; Megatron-Core refuses it with pp > 1 or activation recompute)
+    activation_offload: bool = False
+    # DeepSpeed ZeRO's gradient bucket: ``reduce_bucket_size`` elements (default 5e8, DeepSpeed config docs)
+    # in the gradient dtype, allocated in every backward as the contiguous-gradients buffer (stage_1_and_2.py
+    # ``ipg_buffer``; ZeRO-3 stage3.py the ipg bucket); 0 = no such buffer (Megatron / FSDP reduce in place)
+    zero_bucket_elements: float = 0.0
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
@@ -112,7 +122,9 @@ class SoftwareStack:
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
                 "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes,
-                "moe_experts_impl": self.moe_experts_impl}
+                "moe_experts_impl": self.moe_experts_impl,
+                "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
+                "zero_bucket_elements": self.zero_bucket_elements}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -138,6 +150,9 @@ _MEGATRON_CORE = register_stack(
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "selective", "full"), attention_backend="cudnn",  # TE DotProductAttention
         fp8_weight_cache=True,
+        # Megatron-Bridge docs/training/cpu-offloading.md: optimizer offload (HybridDeviceOptimizer, needs the
+        # distributed optimizer) and layer-wise activation offload (cpu_offloading_num_layers; pp 1, no recompute)
+        offload_modes=("none", "optimizer"), activation_offload=True,
     ))
 _MEGATRON_LM_2021 = register_stack(
     SoftwareStack(
@@ -176,6 +191,7 @@ register_stack(
                "states and gradients', 'reduce-scatter gradients in FP32', 'all-gather based' CP)",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
         recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp1",
+        offload_modes=("none", "params"),  # FSDP CPUOffload(offload_params=True): params, grads, optimizer step
     ))
 register_stack(replace(
     _MEGATRON_CORE,  # the same engine settings as Megatron-Core
@@ -204,6 +220,7 @@ register_stack(
         # i.e. rings whose hops all cross the network. fsdp_overlap is FITTED (efficiency.yaml `fitted`).
         fsdp_impl="zero3-2021", fsdp_prefetch=1, fsdp_overlap=0.6, fsdp_flat_ring=True,
         moe_experts_impl="deepspeed-einsum",  # DeepSpeed-MoE (deepspeed/moe/sharded_moe.py)
+        offload_modes=("none", "optimizer", "params"), zero_bucket_elements=5e8,  # ZeRO-Offload / -Infinity
     ))
 register_stack(
     SoftwareStack(
@@ -219,6 +236,8 @@ register_stack(
         recompute=("none", "full"), sequence_parallel=False, context_parallel=False, uneven_pipeline=False,
         fsdp_impl="zero3", fsdp_prefetch=1,
         moe_experts_impl="deepspeed-einsum",  # DeepSpeed-MoE (deepspeed/moe/sharded_moe.py)
+        # offload_optimizer (ZeRO-Offload, stage 1-3) and offload_param (ZeRO-Infinity, stage 3) to the CPU
+        offload_modes=("none", "optimizer", "params"), zero_bucket_elements=5e8,
     ))
 register_stack(
     SoftwareStack(
@@ -238,6 +257,7 @@ register_stack(
         moe_experts_impl="megablocks-gmm",
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
         compute_efficiency=1.0, fsdp_overlap=0.0,  # FITTED (efficiency.yaml `fitted`)
+        offload_modes=("none", "params"),  # Composer fsdp_config cpu_offload (FSDP CPUOffload)
     ))
 register_stack(
     SoftwareStack(
@@ -250,6 +270,7 @@ register_stack(
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "selective", "full"), pipeline_schedules=("1f1b", "zb-h1"),
         attention_backend="cudnn", fp8_weight_cache=True,  # Megatron-LM + TE, as megatron-core
+        offload_modes=("none", "optimizer"), activation_offload=True,
     ))
 register_stack(
     SoftwareStack(
@@ -296,6 +317,7 @@ register_stack(
         # attention through torch SDPA, whose default on sm90 / sm100 is the bundled FlashAttention-2 until
         # torch 2.11 (torchtitan-2026 below)
         attention_backend="fa2",
+        offload_modes=("none", "params"),  # training.enable_cpu_offload: FSDP2 CPUOffloadPolicy
         compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 # torchtitan before 2025: the same stack, but the loss was not compiled (train.py: "TODO: compiling loss

@@ -239,6 +239,7 @@ def _meta(model, plan, hw) -> StepMeta:
         zero=plan.zero_effective, sp=plan.sequence_parallel, recompute_code=plan.recompute_code,
         flash=plan.flash_attention, runtime_overhead_bytes=hw.eff.runtime_overhead_bytes,
         microbatch_group=getattr(plan, "microbatch_group", 0), stack=_stack_of(plan, hw),
+        offload=getattr(plan, "offload_code", 0), activation_offload_layers=getattr(plan, "activation_offload_layers", 0),
     )
     return StepMeta(
         tokens_per_step=float(plan.global_batch * plan.seq_len), num_gpus=int(plan.num_gpus),
@@ -282,6 +283,9 @@ def simulate(
         from ...workload.stacks import resolve_stack
 
         kw["stack"] = resolve_stack(plan.stack, catalog)  # same implementation properties as the analytical engine
+    if getattr(plan, "offload_code", 0) or getattr(plan, "activation_offload_layers", 0):
+        kw["offload"] = plan.offload_code
+        kw["activation_offload_layers"] = plan.activation_offload_layers
     raw = cm.stage_costs(
         model, hw, tp=plan.tp, pp=plan.pp, dp=plan.dp, cp=plan.cp, ep=plan.ep, vpp=plan.vpp,
         micro_batch=plan.micro_batch, recompute=plan.recompute_code, zero=plan.zero_effective,
