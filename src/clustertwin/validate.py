@@ -204,7 +204,7 @@ def framework_for_row(row: dict[str, str]) -> FrameworkStack:
     """The software-stack preset of a run from its ``framework`` / ``framework_version`` columns
     (workload/data/frameworks.yaml); an unknown framework gets the closest preset and a note."""
     return stack_for_framework((row.get("framework") or "").strip(), (row.get("framework_version") or "").strip(),
-                               _sharded(row))
+                               _sharded(row), fsdp=_int(row, "fsdp") == 1)
 
 
 def stack_for_row(row: dict[str, str]) -> SoftwareStack:

@@ -96,9 +96,13 @@ def test_framework_table(framework, version, stack):
 def test_unknown_framework_gets_closest_preset_and_says_so(validation_dir):
     assert stack_for_framework("torch-titan").stack.id == "torchtitan-2026"  # no date: the newest preset
     assert "closest" in stack_for_framework("torch-titan").note
-    fs = stack_for_framework("colossal-ai", "0.3", sharded=True)
+    fs = stack_for_framework("qqq-x", "0.3", sharded=True)
     assert fs.stack.id == "pytorch-fsdp" and "closest preset" in fs.note
-    assert stack_for_framework("colossal-ai", "0.3").stack.id == "megatron-core"
+    assert stack_for_framework("qqq-x", "0.3").stack.id == "megatron-core"
+    # Hugging Face runs: DeepSpeed ZeRO unless the row uses PyTorch FSDP; ColossalAI's ZeRO as DeepSpeed's
+    assert stack_for_framework("transformers", "4.46", sharded=False).stack.id == "deepspeed"
+    assert stack_for_framework("hf-trainer", "", sharded=True, fsdp=True).stack.id == "hf-fsdp"
+    assert stack_for_framework("ColossalAI", "0.4").stack.id == "deepspeed"
     row = dict(_rows(validation_dir)[0], framework="my-own-trainer")
     rep = validate_rows([row])
     assert rep.rows[0].error_pct is not None and "not in the framework table" in rep.rows[0].note

@@ -8,14 +8,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustertwin.workload import activation_bytes_per_layer, get_model, memory_per_gpu
+from clustertwin.workload.memory import backward_transient_bytes
 
 GiB = 1024**3
 
 
 def _acts(model, *, tp, pp, vpp, mb, m, sp, rc, flash=False):
+    """The saved activations Korthikanti et al. count: the model's activations less the one-layer backward
+    transient (activation gradients) it adds on top (``backward_transient_bytes``)."""
     out = memory_per_gpu(model, seq_len=2048, micro_batch=mb, num_micro_batches=m, tp=tp, pp=pp, dp=1, cp=1, ep=1,
                          vpp=vpp, zero=0, sp=sp, recompute_code=rc, flash=flash)
-    return float(out["activations"]) / GiB
+    return (float(out["activations"]) - float(backward_transient_bytes(model, 2048, mb, tp, 1))) / GiB
+
+
+def test_backward_transient_is_the_mlp_hidden_gradients():
+    m = get_model("llama3-8b")  # SwiGLU, f 14336
+    assert float(backward_transient_bytes(m, 8192, 1, 2, 1)) == pytest.approx(2 * 3 * 14336 * 8192 / 2)
+    g = get_model("gpt3-175b")  # GELU, f 4h
+    assert float(backward_transient_bytes(g, 2048, 1, 8, 1)) == pytest.approx(2 * 2 * 4 * 12288 * 2048 / 8)
 
 
 @pytest.mark.parametrize(

@@ -194,6 +194,16 @@ register_stack(
         offload_modes=("none", "params"),  # FSDP CPUOffload(offload_params=True): params, grads, optimizer step
     ))
 register_stack(replace(
+    STACKS.get("pytorch-fsdp"),
+    id="hf-fsdp",
+    description="Hugging Face Transformers models under PyTorch FSDP (Trainer / Accelerate FSDP plugin): the "
+                "pytorch-fsdp settings with the Transformers loss (FP32 upcast of the logits)",
+    source="huggingface/transformers loss/loss_utils.py ForCausalLMLoss (logits.float() then cross_entropy: 12 B "
+           "per logit at the backward peak); accelerate FSDP plugin (FullyShardedDataParallel, FULL_SHARD / "
+           "SHARD_GRAD_OP, CPUOffload)",
+    loss_bytes_per_logit=12.0, recompute=("none", "full"), sequence_parallel=False, context_parallel=False,
+))
+register_stack(replace(
     _MEGATRON_CORE,  # the same engine settings as Megatron-Core
     id="megatron-bridge",
     description="Megatron-Bridge (NeMo) performance recipes on Megatron-Core: FlashAttention/cuDNN attention, "
@@ -238,6 +248,12 @@ register_stack(
         moe_experts_impl="deepspeed-einsum",  # DeepSpeed-MoE (deepspeed/moe/sharded_moe.py)
         # offload_optimizer (ZeRO-Offload, stage 1-3) and offload_param (ZeRO-Infinity, stage 3) to the CPU
         offload_modes=("none", "optimizer", "params"), zero_bucket_elements=5e8,
+        # DeepSpeed trains the user's model; published DeepSpeed runs (and the Hugging Face Trainer /
+        # Accelerate integration) use Hugging Face Transformers models, whose loss upcasts the logits
+        # (transformers loss/loss_utils.py ForCausalLMLoss: logits.float(), then cross_entropy): at the backward
+        # peak the saved FP32 log_softmax output, nll_loss's dense FP32 gradient and log_softmax's FP32 input
+        # gradient, 12 B per logit (as the eager torchtitan-2024 loss). ASSUMPTION: a Hugging Face model
+        loss_bytes_per_logit=12.0,
     ))
 register_stack(
     SoftwareStack(
@@ -421,9 +437,10 @@ def framework_table() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=256)
-def stack_for_framework(framework: str, version: str = "", sharded: bool = False) -> FrameworkStack:
+def stack_for_framework(framework: str, version: str = "", sharded: bool = False, fsdp: bool = False) -> FrameworkStack:
     """The preset for a run of ``framework`` (release ``version``); ``sharded``: the run uses ZeRO-3 / FSDP
-    (only consulted for a framework the table does not know)."""
+    (only consulted for a framework the table does not know); ``fsdp``: the run uses PyTorch FSDP (the
+    framework's ``fsdp_stack`` where it names one: Hugging Face runs are DeepSpeed ZeRO or PyTorch FSDP)."""
     import difflib
 
     table = framework_table()
@@ -450,7 +467,7 @@ def stack_for_framework(framework: str, version: str = "", sharded: bool = False
                                       blank_sequence_parallel=bool(blank["sequence_parallel"]),
                                       blank_zero_stage=int(blank["zero_stage"]))
     entry = fws[key]
-    sid = entry["stack"]
+    sid = entry["fsdp_stack"] if fsdp and entry.get("fsdp_stack") else entry["stack"]
     blank_sp, blank_zero = bool(entry.get("blank_sequence_parallel", False)), int(entry.get("blank_zero_stage", 0))
     v = _version_key(version)
     for rule in entry.get("versions", ()):
