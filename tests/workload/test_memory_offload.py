@@ -9,7 +9,11 @@ import pytest
 from clustertwin import api
 from clustertwin.errors import InputError
 from clustertwin.workload import get_model, memory_per_gpu
-from clustertwin.workload.memory import activation_bytes_per_layer, backward_transient_bytes, glu_clamp_bytes_per_token
+from clustertwin.workload.memory import (
+    activation_bytes_per_layer,
+    backward_transient_bytes,
+    glu_clamp_bytes_per_token,
+)
 from clustertwin.workload.stacks import get_stack
 
 KW = dict(seq_len=2048, micro_batch=1, num_micro_batches=1, tp=1, pp=1, cp=1, ep=1, sp=False, recompute_code=2,
