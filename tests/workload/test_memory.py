@@ -22,10 +22,14 @@ def _acts(model, *, tp, pp, vpp, mb, m, sp, rc, flash=False):
 
 
 def test_backward_transient_is_the_mlp_hidden_gradients():
-    m = get_model("llama3-8b")  # SwiGLU, f 14336
+    m = get_model("llama3-8b")  # SwiGLU, f 14336 > h: the activation-output + fc1-output gradients bind
     assert float(backward_transient_bytes(m, 8192, 1, 2, 1)) == pytest.approx(2 * 3 * 14336 * 8192 / 2)
     g = get_model("gpt3-175b")  # GELU, f 4h
     assert float(backward_transient_bytes(g, 2048, 1, 8, 1)) == pytest.approx(2 * 2 * 4 * 12288 * 2048 / 8)
+    q = get_model("qwen3-235b-a22b")  # 8 routed experts of width 1536 < h 4096: fc1-output + input gradients
+    assert float(backward_transient_bytes(q, 4096, 1, 1, 1)) == pytest.approx(2 * 8 * (2 * 1536 + 4096) * 4096)
+    assert float(backward_transient_bytes(q, 4096, 1, 1, 1, 4.0)) == pytest.approx(
+        2 * float(backward_transient_bytes(q, 4096, 1, 1, 1)))
 
 
 @pytest.mark.parametrize(

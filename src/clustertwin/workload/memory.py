@@ -154,19 +154,27 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     return np.where(rc == 2, full, per_layer), per_layer + np.where(np.logical_not(flash), scores / tp, 0.0)
 
 
-def backward_transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp):
+def backward_transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes: float = 2.0):
     """Activation gradients one layer's backward holds beside the saved activations, bytes per micro-batch
-    (arrays): the MLP's backward keeps the gradient of the activation output (width) and produces the
-    gradient of the fc1 output (2 x width with a gated activation, 1 x without) before either is freed,
-    in BF16, split over TP like the hidden. The largest MLP of the model sets it (a MoE layer: top-k routed
-    plus shared experts). Counted in every recompute mode (the first layer of the backward runs it with all
-    the stored activations still held); Korthikanti et al.'s Table 2 counts saved tensors only."""
+    (arrays). The MLP backward keeps the gradient of the activation output (width w) until the gated
+    activation's backward has produced the gradient of the fc1 output (2 w gated, w otherwise), and that one
+    until fc1's backward has produced the gradient of its input (h per routed copy): per token and copy
+    max((1 + g) w, g w + h) elements, g = 2 gated / 1 not, in the activation dtype (``elem_bytes``), split
+    over TP like the hidden. Dense MLP: one copy; MoE: top-k routed + shared experts (the permuted tokens'
+    gradient is the h term). The largest layer of the model sets it. Counted in every recompute mode (the first
+    layer of the backward runs it with all the stored activations still held); Korthikanti et al.'s Table 2
+    counts saved tensors only."""
     tok = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
-    gate = 3.0 if model.swiglu else 2.0
-    width = float(model.ffn_hidden_size) if model.num_moe_layers < model.num_layers else 0.0
+    g = 2.0 if model.swiglu else 1.0
+    h = float(model.hidden_size)
+
+    def per_copy(w: float) -> float:
+        return max((1.0 + g) * w, g * w + h)
+
+    per_tok = per_copy(float(model.ffn_hidden_size)) if model.num_moe_layers < model.num_layers else 0.0
     if model.is_moe:
-        width = max(width, float((model.moe_topk + model.num_shared_experts) * model.moe_ffn_hidden_size))
-    return 2.0 * gate * width * tok / np.asarray(tp, dtype=float)
+        per_tok = max(per_tok, (model.moe_topk + model.num_shared_experts) * per_copy(float(model.moe_ffn_hidden_size)))
+    return float(elem_bytes) * per_tok * tok / np.asarray(tp, dtype=float)
 
 
 def glu_clamp_bytes_per_token(model: ModelSpec) -> float:
@@ -545,7 +553,7 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         back = np.where(n_off > 0, n_off - 1.0, 0.0)
         first = np.maximum(first - back, 1.0)
         last = np.maximum(last - back, 1.0)
-    extra = extra + backward_transient_bytes(model, seq_len, micro_batch, tp, cp)
+    extra = extra + backward_transient_bytes(model, seq_len, micro_batch, tp, cp, 4.0 if wide else ACT_BYTES)
     acts_first = stored * first + extra
     acts_last = stored * last + extra
     # logits (FP32) on the last stage: 4 s b V / (t cp)
