@@ -41,11 +41,25 @@ def test_zero_offload_keeps_16_bit_params_and_the_bucket_like_deepspeeds_estimat
     assert _states(z3) < 0.2 * _states(memory_per_gpu(m, stack=ds, dp=8, zero=3, **KW))
 
 
+def test_megatron_optimizer_offload_matches_megatron_bridges_measurement():
+    # Megatron-Bridge docs/training/cpu-offloading.md: Qwen3-30B-A3B, TP2 PP2 EP4 on 16 H100, 100 % optimizer
+    # offload saves 15.3 GB, 32 % of the steady-state allocated memory
+    s = dict(model="qwen3-30b-a3b", system="hgx-h100", gpus=16, tp=2, pp=2, ep=4, global_batch=8, micro_batch=1,
+             seq_len=4096, stack="megatron-bridge", recompute="selective")
+    on = api.estimate(api.build_scenario(**s))
+    off = api.estimate(api.build_scenario(**s, offload="optimizer"))
+    saved = on.memory_gb_per_gpu - off.memory_gb_per_gpu
+    assert saved == pytest.approx(15.3, rel=0.05)
+    allocated = on.memory_gb_per_gpu - on.memory_breakdown_gb["runtime"]
+    assert saved / allocated == pytest.approx(0.32, abs=0.03)
+
+
 def test_megatron_optimizer_offload_keeps_the_gradient_buffer():
     m, mc = get_model("llama3-8b"), get_stack("megatron-core")
     on = memory_per_gpu(m, stack=mc, dp=8, zero=1, **KW)
     off = memory_per_gpu(m, stack=mc, dp=8, zero=1, offload=1, **KW)
-    assert float(off["optimizer"]) == 0.0
+    # HybridDeviceOptimizer moves Adam's moments (8 of the 12 B); the FP32 main-param shard stays
+    assert float(off["optimizer"]) == pytest.approx(float(on["optimizer"]) * 4 / 12)
     assert float(off["gradients"]) == pytest.approx(float(on["gradients"]))
     assert float(off["weights"]) == pytest.approx(float(on["weights"]))
 
