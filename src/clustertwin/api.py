@@ -417,6 +417,15 @@ def memory_fit_text(used_gb: float, capacity_gb: float, margin_gb: float) -> str
     return _text(used_gb, capacity_gb, margin_gb)
 
 
+def memory_basis(scenario: Scenario) -> dict[str, str]:
+    """What each memory component of the scenario's estimate counts, one sentence each
+    (``workload.memory.memory_basis``; ``estimate --json``: ``memory_basis``)."""
+    from .workload.memory import memory_basis as _basis
+    from .workload.stacks import resolve_stack
+
+    return _basis(scenario.model, scenario.plan, resolve_stack(scenario.plan.stack, scenario.catalog))
+
+
 def stacks() -> dict[str, Any]:
     """``clustertwin stacks --json``: the software-stack presets (registration order) and the default."""
     from .workload.stacks import DEFAULT_STACK, STACKS

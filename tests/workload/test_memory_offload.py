@@ -121,3 +121,17 @@ def test_clamped_glu_keeps_the_fc1_output_and_its_clamped_copy():
               recompute_code=1, stack=get_stack("megatron-bridge"))
     assert float(memory_per_gpu(m, **kw)["activations"]) == pytest.approx(
         float(memory_per_gpu(plain, **kw)["activations"]))
+
+
+def test_memory_basis_names_what_each_component_counts():
+    from clustertwin.workload.memory import memory_basis
+
+    sc = api.build_scenario(model="llama3-8b", system="hgx-h100", gpus=8, zero=2, stack="deepspeed",
+                            offload="optimizer", global_batch=8)
+    b = memory_basis(sc.model, sc.plan, get_stack("deepspeed"))
+    assert set(b) == {"weights", "gradients", "optimizer", "activations", "logits", "runtime"}
+    assert "host memory" in b["optimizer"] and "reduce bucket" in b["gradients"] and "12 B" in b["logits"]
+    tt = api.build_scenario(model="llama3-8b", system="hgx-h100", gpus=8, fsdp=True, stack="torchtitan",
+                            recompute="selective", global_batch=8)
+    bt = memory_basis(tt.model, tt.plan, get_stack("torchtitan"))
+    assert "FP32 4 B" in bt["weights"] and "per-op SAC" in bt["activations"]

@@ -213,7 +213,7 @@ def estimate_cmd(
         written = api.write_trace(r, trace)
         console_err.print(f"trace written to {written} (open it in ui.perfetto.dev or chrome://tracing)")
     if json_:
-        emit_json(_result_json(r))
+        emit_json({**_result_json(r), "memory_basis": api.memory_basis(sc)})
     else:
         _render_estimate(r)
 

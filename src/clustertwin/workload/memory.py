@@ -610,3 +610,67 @@ def plan_memory(model: ModelSpec, plans, *, seq_len: int, dtype: str = "bf16", f
         schedule=get("schedule", 0), dtype=dtype, offload=get("offload", 0),
         activation_offload_layers=get("act_offload", 0),
     )
+
+
+def memory_basis(model: ModelSpec, plan, stack=None) -> dict[str, str]:
+    """What each memory component of ``memory_per_gpu`` counts for ``plan`` (a ``ParallelPlan``) under
+    ``stack``, and its source, one sentence per component (``estimate --json``: ``memory_basis``). The
+    sentences follow the same branches as ``_memory_rank``; docs/modelling.md sections 2 and 2.x hold the
+    derivations."""
+    from .plan import WIDE_DTYPES
+
+    z = int(plan.zero_effective)
+    impl = getattr(stack, "fsdp_impl", "megatron-fsdp") if stack is not None else "megatron-fsdp"
+    torch_fsdp = z >= 3 and impl in ("fsdp1", "fsdp2")
+    wide = plan.dtype in WIDE_DTYPES
+    wb = 4 if wide else 2
+    off = getattr(plan, "offload", "none")
+    bucket = float(getattr(stack, "zero_bucket_elements", 0.0) or 0.0) if stack is not None else 0.0
+    mom = float(getattr(stack, "adam_moment_bytes", 4.0) if stack is not None else 4.0)
+    if z >= 3:
+        w = (f"{'FP32 4 B (the Adam master itself, PyTorch FSDP)' if torch_fsdp else f'{wb} B'} per sharded "
+             f"parameter (1/d) + the unsharded {wb}-B weights of the current and the prefetched unit (ZeRO-3 / FSDP, "
+             "MODELLING.md 2.1)")
+    else:
+        w = f"{wb} B per parameter on the rank (replicated over DP{'; FP32 training' if wide else ''})"
+    if off == "params":
+        w = "parameter shards in host memory (ZeRO-3 offload_param / FSDP CPUOffload): only the gathered units"
+    g = (f"{plan.grad_reduce_bytes if not wide else 4} B per parameter, " + ("sharded (ZeRO-2/3)" if z >= 2 else
+         "full buffer (DDP / distributed optimizer)"))
+    if z >= 3:
+        g += " + the unsharded gradients of the unit being reduce-scattered"
+    if bucket:
+        g += f" + DeepSpeed's {bucket:.0e}-element reduce bucket (reduce_bucket_size)"
+    if off != "none" and bucket and z >= 2:
+        g += "; the reduced partitions go to host memory (ZeRO-Offload)"
+    master = "" if wide else "FP32 master 4 B + "
+    o = f"{master}Adam m, v {2 * mom:g} B per parameter, " + ("sharded over DP (ZeRO >= 1)" if z >= 1 else "replicated")
+    if torch_fsdp:
+        o = f"Adam m, v {2 * mom:g} B per sharded parameter (the FP32 parameter is the master)"
+    if off == "optimizer":
+        o = ("in host memory" if bucket or torch_fsdp else
+             "FP32 master shard only: Adam's moments in host memory (Megatron HybridDeviceOptimizer)")
+    elif off == "params":
+        o = "in host memory"
+    rc = plan.recompute
+    sel = getattr(stack, "selective_recompute", "attention-core") if stack is not None else "attention-core"
+    if rc == "full":
+        a = "layer inputs of the in-flight micro-batches + one layer's recomputed working set"
+    elif rc == "selective" and sel == "half-forward":
+        a = "torchtitan per-op SAC: block input + odd aten.mm outputs + SDPA outputs per layer"
+    elif rc == "selective" and sel == "norm-mla-up":
+        a = "HAI-LLM: residual inputs, MLA latents, E5M6 attention output, FP8 expert inputs (DeepSeek-V3 3.3.3)"
+    elif rc == "selective" and model.is_moe:
+        a = "Korthikanti Table 2 less the recompute_modules layernorm / moe_act (/ mla_up_proj) outputs"
+    else:
+        a = "Korthikanti et al. 2022 Table 2 per layer" + (" (FlashAttention: no s^2 term)" if plan.flash_attention else "")
+    a += " x the schedule's in-flight layer-micro-batches + one layer's backward gradients"
+    if getattr(model, "glu_clamp", False) and rc != "selective":
+        a += " + the clamped GLU's fc1-output copy"
+    if plan.activation_offload_layers:
+        a += f"; {plan.activation_offload_layers} layers' activations in host memory (one back before its backward)"
+    lb = float(getattr(stack, "loss_bytes_per_logit", 4.0)) if stack is not None else 4.0
+    lg = f"{lb:g} B per logit of one micro-batch on the last stage (the loss's peak)"
+    return {"weights": w, "gradients": g, "optimizer": o, "activations": a, "logits": lg,
+            "runtime": "CUDA context + NCCL buffers + workspaces (efficiency.yaml runtime_overhead_gb, MODELLING.md 2.5); "
+                       "left out when a measured figure is an allocator peak"}
