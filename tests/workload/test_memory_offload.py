@@ -135,3 +135,13 @@ def test_memory_basis_names_what_each_component_counts():
                             recompute="selective", global_batch=8)
     bt = memory_basis(tt.model, tt.plan, get_stack("torchtitan"))
     assert "FP32 4 B" in bt["weights"] and "per-op SAC" in bt["activations"]
+
+
+def test_one_plan_with_offload_stays_on_the_scalar_fast_path(monkeypatch):
+    from clustertwin.sim import analytical
+
+    monkeypatch.setattr(analytical, "STRICT_SCALAR", True)  # a fallback to numpy raises instead
+    for kw in ({}, {"offload": "optimizer", "activation_offload_layers": 4}):
+        sc = api.build_scenario(model="llama3-8b", system="hgx-h100", gpus=8, global_batch=16, micro_batch=2,
+                                seq_len=4096, stack="megatron-core", recompute="none", **kw)
+        assert api.estimate(sc).step_time_s > 0

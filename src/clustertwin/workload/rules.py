@@ -183,6 +183,8 @@ def _plain_arrays(a: Mapping[str, Any]) -> dict[str, Any] | None:
     out = {k: get(k, 1) for k in _ONE_KEYS}
     out["recompute"] = get("recompute", 0)
     out["mb_group"] = get("mb_group", 0)
+    out["offload"] = get("offload", 0)
+    out["act_offload"] = get("act_offload", 0)
     sched = get("schedule", 0)
     out["schedule"] = schedule_code(sched) if type(sched) is str else sched
     for k in ("uneven", "sp"):
