@@ -207,6 +207,15 @@ def test_clamped_glu_adds_megatrons_eager_clamp_and_cat_passes(catalog):
     assert get_model("gpt-oss-120b").glu_clamp and get_model("gpt-oss-120b").head_dim == 64
 
 
+def _layer_host_s(hw, stack: str, ep: int) -> float:
+    """Host time of one Qwen3-30B-A3B MoE layer (forward + backward) on 8 GPUs under ``stack`` at EP ``ep``."""
+    from clustertwin.workload.stacks import get_stack
+
+    c = stage_costs(QWEN3_30B, hw, tp=1, pp=1, dp=8, cp=1, ep=ep, vpp=1, micro_batch=1, recompute=0, zero=1,
+                    global_batch=64, seq_len=4096, stack=get_stack(stack))
+    return float(c["layer_fwd_host_s"] + c["layer_bwd_host_s"])
+
+
 def test_torchtitan_grouped_mm_has_no_per_expert_host_cost_and_syncs_only_for_ep(catalog):
     """torchtitan: torch._grouped_mm (one kernel for all local experts, device-side offsets) and a host sync
     only in its EP dispatch; Megatron (TE GroupedLinear) syncs in every dropless MoE layer, EP 1 included."""
@@ -216,9 +225,7 @@ def test_torchtitan_grouped_mm_has_no_per_expert_host_cost_and_syncs_only_for_ep
     hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
 
     def host(stack, ep):
-        c = stage_costs(QWEN3_30B, hw, tp=1, pp=1, dp=8, cp=1, ep=ep, vpp=1, micro_batch=1, recompute=0, zero=1,
-                        global_batch=64, seq_len=4096, stack=get_stack(stack))
-        return float(c["layer_fwd_host_s"] + c["layer_bwd_host_s"])
+        return _layer_host_s(hw, stack, ep)
 
     stall = hw.eff.moe_host_layer_s
     assert host("torchtitan", 1) == 0.0 and host("megatron-core", 1) >= stall  # no EP dispatch, no sync
@@ -287,9 +294,7 @@ def test_megablocks_grouped_gemm_syncs_in_every_layer_without_per_expert_host_co
     hw = make_hardware(s, catalog.fabric(s.default_scaleout), "bf16", catalog)
 
     def host(stack, ep):
-        c = stage_costs(QWEN3_30B, hw, tp=1, pp=1, dp=8, cp=1, ep=ep, vpp=1, micro_batch=1, recompute=0, zero=1,
-                        global_batch=64, seq_len=4096, stack=get_stack(stack))
-        return float(c["layer_fwd_host_s"] + c["layer_bwd_host_s"])
+        return _layer_host_s(hw, stack, ep)
 
     stall = hw.eff.moe_sync_stall_s
     assert host("llm-foundry", 1) == pytest.approx(stall) == host("llm-foundry", 8)
