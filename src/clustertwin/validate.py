@@ -150,16 +150,21 @@ def _int(row: dict[str, str], key: str, default: int = 0) -> int:
 _ARCH_KEYS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
+def _arch_segments(notes: str) -> list[str]:
+    """Every documented ``arch:`` segment of a row's notes (up to the next `` | ``)."""
+    return re.findall(r"arch:[^|]*", notes or "")
+
+
 def structured_notes(notes: str) -> str:
     """The documented structured parts of a row's notes: every ``arch:`` segment (up to the next `` | ``)
     and every ``etp=N``; the free text around them is never read."""
-    parts = re.findall(r"arch:[^|]*", notes or "")
+    parts = _arch_segments(notes)
     parts += re.findall(r"\betp\s*=\s*\d+", notes or "", re.IGNORECASE)
     return " | ".join(p.strip() for p in parts)
 
 
 def _arch_notes(notes: str) -> dict[str, Any]:
-    text = " ".join(re.findall(r"arch:[^|]*", notes or ""))
+    text = " ".join(_arch_segments(notes))
     out: dict[str, float] = {}
     for key in _ARCH_KEYS:
         m = re.search(rf"\b{key}\s*=\s*(\d+)", text)
