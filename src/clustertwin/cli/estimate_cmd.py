@@ -127,8 +127,8 @@ def estimate_cmd(
         "layers per rank, the last rank fewer beside the loss; Megatron --pipeline-model-parallel-layout).")] = None,
     zero: _int_opt("--zero", "ZeRO stage 0-3 (1 = distributed optimizer).") = None,
     offload: Annotated[str | None, typer.Option(
-        "--offload", help="Model states in host memory: none | optimizer (FP32 master + Adam moments, stepped on "
-        "the CPU: ZeRO-Offload, Megatron --optimizer-cpu-offload) | params (also the parameter shards and "
+        "--offload", help="Model states in host memory: none | optimizer (stepped on the CPU: Adam moments; "
+        "DeepSpeed ZeRO-Offload also moves the FP32 master, Megatron --optimizer-cpu-offload keeps it on the GPU) | params (also the parameter shards and "
         "gradients: ZeRO-3 offload_param, FSDP CPUOffload; needs ZeRO-3). The stack must offer it.")] = None,
     activation_offload_layers: Annotated[int | None, typer.Option(
         "--activation-offload-layers", help="Layers whose activations go to host memory between forward and "

@@ -421,10 +421,11 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     DualPipe (``schedule`` code 2) ranks differ: rank 0 holds the first and the last stage (embedding,
     output layer, loss, MTP), the others two stages of the most layers; the larger of the two is reported.
 
-    Host offload (docs/modelling.md "CPU offload"): ``offload`` code 1 (``optimizer``) keeps the FP32 master
-    weights and Adam moments in host memory (DeepSpeed ZeRO-Offload also the reduced gradient partitions: its
+    Host offload (docs/modelling.md "CPU offload"): ``offload`` code 1 (``optimizer``) keeps Adam's moments in host
+    memory; DeepSpeed ZeRO-Offload also the FP32 master weights and the reduced gradient partitions (its
     GPU keeps the 16-bit parameters and the gradient bucket, ``estimate_zero2_model_states_mem_needs``:
-    2 B/param; Megatron's HybridDeviceOptimizer keeps the DDP gradient buffer on the GPU); code 2 (``params``,
+    2 B/param), while Megatron's HybridDeviceOptimizer keeps the FP32 main-parameter shard and the DDP gradient
+    buffer on the GPU; code 2 (``params``,
     ZeRO-3 / FSDP only) also the parameter shards and their gradients, so the GPU holds only the gathered
     units (``estimate_zero3_model_states_mem_needs`` with offload_param: 4 B x the largest layer).
     ``activation_offload_layers`` N (Megatron-Core ``cpu_offloading_num_layers``, pp 1, no recompute): N
