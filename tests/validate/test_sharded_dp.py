@@ -103,23 +103,45 @@ def test_compute_efficiency_scales_the_kernels_not_the_network(rows):
     assert b.details["dp_comm_raw_s"] == pytest.approx(a.details["dp_comm_raw_s"], rel=1e-12)
 
 
-def test_nvfp4_recipe_keeps_a_bf16_share_of_the_linear_layers(rows):
-    """NVFP4 training keeps ~15 % of the linear layers in BF16 (arXiv:2509.25149): the step lies between the
-    all-FP4 and the BF16 one, and the BF16 share costs more than its 15 % of the FP4 GEMM time."""
-    from clustertwin.sim import costs
+def _with_nvfp4_bf16_share(sid: str, share: float):
+    """The registered preset ``sid`` with its NVFP4 BF16-layer share replaced, and a function restoring it."""
+    from clustertwin.workload.stacks import STACKS
 
+    orig = STACKS.get(sid)
+    STACKS.add(sid, replace(orig, nvfp4_bf16_layer_share=share), replace=True)
+    return lambda: STACKS.add(sid, orig, replace=True)
+
+
+def test_nvfp4_bf16_tail_is_the_frameworks_recipe(rows):
+    """torchtitan's NVFP4 recipe keeps ~15 % of the decoder layers in BF16 (nvfp4.md; arXiv:2509.25149): its
+    step lies between the all-FP4 and the BF16 one, and the BF16 share costs more than its 15 % of the FP4 GEMM
+    time. Megatron's NVFP4 performance recipe runs every layer in NVFP4 (Megatron-Bridge bf16_with_nvfp4_mixed:
+    first_last_layers_bf16 unset), so a Megatron-Bridge NVFP4 run carries no BF16 layers."""
     cat = load_catalog()
     r = rows["tt-nvfp4-llama3-8b-nvfp4"]
+    sid = stack_for_row(r).id
+    assert stack_for_row(r).nvfp4_bf16_layer_share == pytest.approx(0.15)
     fp4 = predict_training_row(r, cat)
     bf16 = predict_training_row(dict(r, precision="bf16"), cat)
-    share = costs.NVFP4_BF16_LAYER_SHARE
+    restore = _with_nvfp4_bf16_share(sid, 0.0)
     try:
-        costs.NVFP4_BF16_LAYER_SHARE = 0.0
         all_fp4 = predict_training_row(r, cat)
     finally:
-        costs.NVFP4_BF16_LAYER_SHARE = share
+        restore()
     assert all_fp4 < fp4 < bf16
     assert fp4 - all_fp4 > 0.15 * (bf16 - all_fp4) * 0.5
+
+    mb = dict(rows["mbridge-245"], precision="nvfp4")  # Llama 3 8B on GB200, Megatron-Bridge
+    msid = stack_for_row(mb).id
+    assert stack_for_row(mb).nvfp4_bf16_layer_share == 0.0
+    plain = predict_training_row(mb, cat)
+    restore = _with_nvfp4_bf16_share(msid, 0.15)
+    try:
+        tailed = predict_training_row(mb, cat)
+    finally:
+        restore()
+    assert plain < tailed < predict_training_row(dict(mb, precision="bf16"), cat)
+    assert predict_training_row(mb, cat) == plain  # the registry is restored
 
 
 def test_torchtitan_loss_is_compiled_from_2025(validation_dir):

@@ -27,10 +27,6 @@ from __future__ import annotations
 from typing import cast
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
-
-# share of the linear layers an NVFP4 training recipe keeps in BF16 (arXiv:2509.25149 Sec. 4: ~15 %); one
-# constant with the memory model (workload/memory.py nvfp4_layers)
-from ..workload.memory import NVFP4_BF16_LAYER_SHARE
 from ..workload.model import ModelSpec
 from .comm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER, SEND_RECV, collective_time  # noqa: F401
 from .components import attention
@@ -101,15 +97,15 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     ep_b = ep_b + full_rc * ep_f
     host_b = host_b + full_rc * host_f
     ew_f, ew_b = elementwise(st)
-    if hw.dtype in FP4_DTYPES:
-        # NVFP4 training recipe: ~15 % of the linear layers (the final blocks) stay in BF16 (Mishra et al.,
-        # 'Pretraining LLMs with NVFP4', arXiv:2509.25149 Sec. 4; torchtitan's "bf16 tail"): those layers' dense
-        # GEMMs and casts run as in a BF16 step
+    if hw.dtype in FP4_DTYPES and st.nvfp4_bf16_share > 0:
+        # an NVFP4 recipe with a BF16 tail (stack nvfp4_bf16_layer_share: torchtitan ~15 % of the decoder layers,
+        # Mishra et al. 'Pretraining LLMs with NVFP4', arXiv:2509.25149 Sec. 4; Megatron's performance recipes
+        # none): those layers' dense GEMMs and casts run as in a BF16 step
         hw16 = with_dtype(hw, "bf16")
         st16 = stage_inputs(model, hw16, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch,
                             recompute=recompute, zero=zero, global_batch=global_batch, seq_len=seq_len, sp=sp,
                             etp=etp, flash=flash, grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm, stack=stack)
-        w = NVFP4_BF16_LAYER_SHARE
+        w = st.nvfp4_bf16_share
         p16, d16, e16 = attention.projections(st16), dense_mlp(st16), elementwise(st16)
         proj_f, proj_b = (1 - w) * proj_f + w * p16[0], (1 - w) * proj_b + w * p16[1]
         dense_f, dense_b = (1 - w) * dense_f + w * d16[0], (1 - w) * dense_b + w * d16[1]

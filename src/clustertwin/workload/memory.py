@@ -35,6 +35,7 @@ from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.
 from .model import ModelSpec
 from .pipeline import stage_layout
 from .plan import WIDE_DTYPES
+from .stacks import NVFP4_BF16_LAYER_SHARE  # layers an NVFP4 recipe with a BF16 tail keeps in BF16
 
 ACT_BYTES = 2.0
 WEIGHT_BYTES = 2.0
@@ -228,7 +229,6 @@ def mla_up_proj_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp):
     return np.maximum(up - latents, 0.0)
 
 
-NVFP4_BF16_LAYER_SHARE = 0.15  # share of the decoder layers an NVFP4 recipe keeps in BF16 (see nvfp4_layers)
 
 
 def nvfp4_layers(num_layers: int) -> int:

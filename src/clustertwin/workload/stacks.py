@@ -18,6 +18,11 @@ from typing import Any
 from ..errors import InputError, UnknownNameError
 from ..registry import Registry
 
+# share of the decoder layers an NVFP4 recipe that keeps a BF16 tail runs in BF16 (Mishra et al., 'Pretraining
+# LLMs with NVFP4', arXiv:2509.25149 Sec. 4: ~15 %; torchtitan nvfp4.md: layers 0-26 of Llama 3 8B's 32 NVFP4);
+# the stacks that keep one set SoftwareStack.nvfp4_bf16_layer_share to it (workload/memory.py nvfp4_layers)
+NVFP4_BF16_LAYER_SHARE = 0.15
+
 # the settings a stack fixes that a ParallelPlan carries and the engines take as keywords
 ENGINE_OPTION_KEYS = ("flash_attention", "overlap", "grad_reduce_bytes", "cp_comm", "sequence_parallel", "stack")
 
@@ -79,6 +84,15 @@ class SoftwareStack:
     # GEMM dtypes whose kernels do not dispatch as aten.mm, so torchtitan's per-op SAC policy saves none of
     # their outputs (torchao's NVFP4 training GEMM is a raw autograd Function: torchtitan nvfp4.py)
     sac_opaque_dtypes: tuple[str, ...] = ()
+    # share of the decoder layers whose linears an NVFP4 step runs in BF16 (the rest NVFP4). Megatron-Core /
+    # -Bridge run every layer in NVFP4 unless first_last_layers_bf16 is set, and its NVFP4 performance recipe
+    # does not set it (Megatron-Bridge training/mixed_precision.py bf16_with_nvfp4_mixed; MixedPrecisionConfig
+    # first_last_layers_bf16 = False; the recipes' dumped configs, e.g. scripts/performance/dryrun_configs/
+    # qwen/qwen3_235b_a22b_pretrain_gb200_nvfp4_v1.yaml: first_last_layers_bf16 false): 0. torchtitan's NVFP4
+    # recipe keeps the final blocks in BF16 (docs nvfp4.md: layers 0-26 of Llama 3 8B's 32 NVFP4), as the NVFP4
+    # pretraining recipe does (Mishra et al. arXiv:2509.25149 Sec. 4: ~15 %): workload/memory.py
+    # NVFP4_BF16_LAYER_SHARE
+    nvfp4_bf16_layer_share: float = 0.0
     # bytes of each of Adam's two moments (FP32 4; DeepSeek-V3 Sec. 3.3.3 keeps them in BF16: 2)
     adam_moment_bytes: float = 4.0
     # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
@@ -122,6 +136,7 @@ class SoftwareStack:
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
                 "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes,
+                "nvfp4_bf16_layer_share": self.nvfp4_bf16_layer_share,
                 "moe_experts_impl": self.moe_experts_impl,
                 "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
                 "zero_bucket_elements": self.zero_bucket_elements}
@@ -324,7 +339,7 @@ register_stack(
         selective_recompute="half-forward", loss_bytes_per_logit=4.0,  # compiled loss (see torchtitan-2024)
         # torchao Float8Linear / MXLinear save the BF16 input (float8_linear.py matmul_with_hp_or_float8_args);
         # the NVFP4 GEMM is opaque to the per-op SAC policy (workload/memory.py op_sac_bytes_per_layer)
-        fp8_activation_cache=False, sac_opaque_dtypes=("nvfp4",),
+        fp8_activation_cache=False, sac_opaque_dtypes=("nvfp4",), nvfp4_bf16_layer_share=NVFP4_BF16_LAYER_SHARE,
         # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
