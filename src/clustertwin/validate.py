@@ -198,7 +198,35 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
     kw.update(arch)
     if kw.get("kv_lora_rank"):
         kw["num_kv_heads"] = kw["num_attention_heads"]
+    kw.update(_zoo_arch_flags(row.get("model") or "", kw))
     return ModelSpec(id=row["id"], **kw)
+
+
+# Architecture facts no column carries, taken from the zoo model the ``model`` column names when the row's
+# shape columns are that model's (the same way blank shape columns are filled: _fill_shape_from_zoo)
+_ZOO_FLAGS = ("linear_bias",)
+_ZOO_MATCH = ("num_layers", "hidden_size", "num_experts", "moe_ffn_hidden_size")
+
+
+def _zoo_arch_flags(name: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """``linear_bias`` of the zoo model the row's ``model`` column names (catalog/names.py
+    ``resolve_model_ref``), when that model has the row's layers, hidden size, experts and expert width;
+    nothing otherwise (an unknown name or another architecture keeps the defaults)."""
+    if not name.strip():
+        return {}
+    from .catalog.names import resolve_model_ref
+    from .errors import UnknownNameError
+    from .workload.model import builtin_models
+
+    table = builtin_models()
+    try:
+        mid, _ = resolve_model_ref(name, tuple(table))
+    except UnknownNameError:
+        return {}
+    m = table[mid]
+    if any(int(getattr(m, c) or 0) != int(kw.get(c) or 0) for c in _ZOO_MATCH):
+        return {}
+    return {f: getattr(m, f) for f in _ZOO_FLAGS if getattr(m, f)}
 
 
 def _sharded(row: dict[str, str]) -> bool:

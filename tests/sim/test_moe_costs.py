@@ -207,6 +207,42 @@ def test_clamped_glu_adds_megatrons_eager_clamp_and_cat_passes(catalog):
     assert get_model("gpt-oss-120b").glu_clamp and get_model("gpt-oss-120b").head_dim == 64
 
 
+def test_expert_fc2_bias_is_added_per_expert_in_eager_pytorch(catalog):
+    """GPT-OSS's linear biases (``linear_bias``): Megatron-Core scales the routed experts' fc2 bias by the
+    router probability one expert at a time (TEGroupedMLP._apply_bias): 6 activation-dtype passes over the
+    fc2 output forward (2 kernels per local expert + the cat), 6 backward (4 kernels per local expert);
+    torchtitan's grouped-mm path is not priced. A validation row takes the flag from the zoo model its
+    ``model`` column names, only when the row's shape is that model's."""
+    from clustertwin.sim.kernels import mem_time
+    from clustertwin.validate import model_from_row
+    from clustertwin.workload.stacks import get_stack
+
+    oss = replace(QWEN3_30B, moe_topk=4, moe_ffn_hidden_size=2880, hidden_size=2880, head_dim=64)
+    for ep in (8, 64):
+        st_in = _stage(catalog, model=oss, ep=ep, dp=64, global_batch=256, micro_batch=4)
+        plain, biased = moe_layer(st_in), moe_layer(_stage(catalog, model=replace(oss, linear_bias=True), ep=ep,
+                                                          dp=64, global_batch=256, micro_batch=4))
+        m_exp, local = tokens_per_expert(st_in)
+        el = float(m_exp * local) * 2880.0
+        assert float(m_exp * local) == pytest.approx(4 * 4096 * 4)  # mb 4 x 4096 tokens x top-4
+        assert float(biased.mem_fwd_s - plain.mem_fwd_s) == pytest.approx(
+            float(mem_time(st_in.hw, 12.0 * el, 2.0 * float(local) + 1.0)))
+        assert float(biased.mem_bwd_s - plain.mem_bwd_s) == pytest.approx(
+            float(mem_time(st_in.hw, 12.0 * el, 4.0 * float(local))))
+        assert biased.fwd_s == pytest.approx(plain.fwd_s) and biased.recompute_fwd_s == pytest.approx(plain.recompute_fwd_s)
+    st_tt = _stage(catalog, model=replace(oss, linear_bias=True), stack=get_stack("torchtitan"))
+    assert float(moe_layer(st_tt).mem_fwd_s) == pytest.approx(float(moe_layer(_stage(catalog, model=oss,
+                                                                stack=get_stack("torchtitan"))).mem_fwd_s))
+    row = {"id": "x", "model": "GPT-OSS-120B", "num_layers": "36", "hidden_size": "2880", "num_attention_heads": "64",
+           "num_kv_heads": "8", "ffn_hidden_size": "2880", "vocab_size": "201088", "swiglu": "yes",
+           "num_experts": "128", "moe_topk": "4", "moe_ffn_hidden_size": "2880", "notes": "arch: head_dim=64"}
+    assert model_from_row(row).linear_bias
+    assert model_from_row({**row, "model": "openai/gpt-oss-120b"}).linear_bias
+    assert not model_from_row({**row, "num_layers": "24"}).linear_bias  # not the zoo model's shape
+    assert not model_from_row({**row, "model": "Qwen3-30B-A3B"}).linear_bias
+    assert not model_from_row({**row, "model": "my-own-moe"}).linear_bias
+
+
 def _layer_host_s(hw, stack: str, ep: int) -> float:
     """Host time of one Qwen3-30B-A3B MoE layer (forward + backward) on 8 GPUs under ``stack`` at EP ``ep``."""
     from clustertwin.workload.stacks import get_stack

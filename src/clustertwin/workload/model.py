@@ -31,7 +31,10 @@ class ModelSpec:
     only to the last ``sliding_window`` tokens. ``glu_clamp``: the gated activation clamps its inputs
     (GPT-OSS's clamped SwiGLU: gate clamped above at 7, linear half to +-7, Megatron-Core
     ``activation_func_clamp_value``), which Megatron-Core runs as separate clamp + concatenate kernels
-    before the fused activation (sim/components/moe.py).
+    before the fused activation (sim/components/moe.py). ``linear_bias``: the linear layers carry biases
+    (GPT-OSS; Megatron-Core ``add_bias_linear``). Attention and dense-MLP biases ride in the GEMM epilogue
+    (no extra pass); the routed experts' fc2 bias is scaled by each token's router probability in eager
+    PyTorch, one expert at a time (``TEGroupedMLP._apply_bias``), which sim/components/moe.py prices.
     """
 
     id: str
@@ -61,6 +64,7 @@ class ModelSpec:
     sliding_window: int = 0  # tokens a query attends to in the sliding-window layers (0 = none)
     sliding_window_fraction: float = 0.0  # share of the layers with the window (GPT-OSS: alternate = 0.5)
     glu_clamp: bool = False  # clamped gated activation (GPT-OSS)
+    linear_bias: bool = False  # biases on the linear layers (GPT-OSS); priced on the routed experts' fc2
     source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

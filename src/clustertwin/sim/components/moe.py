@@ -26,6 +26,9 @@ Interface: ``moe_layer(st) -> MoELayer``; all fields zero for a dense model. The
   dtype's recipe (``fp8.quant_time``, the dense layers' function: tensorwise 6 B per element with its amax
   pass, MXFP8 4.06 B, NVFP4 5.1 B; the weights once per step where TE caches them). Backward moves the same permutation bytes
   (the gradients go through the same gathers/scatters).
+  With ``linear_bias`` (GPT-OSS) the routed experts' fc2 bias is added per expert, scaled by the router
+  probability, in eager PyTorch (``expert_bias_time``: 12 B per element of the fc2 output forward, 12 B
+  backward, in BF16).
 * ``recompute_fwd_s``: what Megatron's fine-grained selective recompute of MoE recipes redoes in the
   backward (``--recompute-modules moe_act layernorm``): the expert activation and the two norms.
 * ``a2a_bytes``: bytes each rank sends in one dispatch all-to-all (T*k rows of h in BF16).
@@ -200,10 +203,33 @@ def moe_layer(st: Stage) -> MoELayer:
         moe_f, moe_b = moe_f + gf, moe_b + gb
     else:
         perm_f = perm_b = perm
-    mem_f = router + perm_f + act_f + cast_f
-    mem_b = router + perm_b + act_b + cast_b
+    bias_f, bias_b = expert_bias_time(st, rows, local)
+    mem_f = router + perm_f + act_f + cast_f + bias_f
+    mem_b = router + perm_b + act_b + cast_b + bias_b
     norms = mem_time(hw, 2.0 * 2.0 * ab * h * st.tok_sp, 2)  # two RMSNorms, read + write h
     return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * ab, act_f + norms)
+
+
+def expert_bias_time(st: Stage, rows, local):
+    """(forward, backward) of the routed experts' fc2 bias on a model with ``linear_bias`` (GPT-OSS), as
+    Megatron-Core runs it: TE ``GroupedLinear`` fc1 adds its bias inside the GEMM (``skip_bias_add=False``),
+    but fc2 returns its bias (``skip_bias_add=True``) so that ``TEGroupedMLP._apply_bias`` can scale it by
+    each token's router probability: ``torch.cat([t + b * p for t, b, p in zip(split(out), biases,
+    split(probs))])`` in eager PyTorch, one expert at a time (megatron/core/transformer/moe/experts.py).
+    In units of one activation-dtype pass over the ``rows`` x h fc2 output (probs in the activation dtype:
+    ``moe_router_dtype`` None, "no changes for dtype"): forward ``b * p`` writes 1, ``t + .`` reads 2 and
+    writes 1, the cat reads 1 and writes 1 (6); backward the bias gradient ``(g * p).sum(0)`` and the
+    probability gradient ``(g * b).sum(-1)`` each read g, write the product and reduce it (6; the cat's
+    and the add's backward are views). Kernels: 2 per local expert + the cat forward, 4 per local expert
+    backward. Zero without ``linear_bias`` and on the torchtitan / MegaBlocks / DeepSpeed expert paths
+    (their bias handling is not modelled). Attention and other linear biases ride in the GEMM epilogue."""
+    hw = st.hw
+    if not getattr(st.model, "linear_bias", False) or st.moe_grouped_mm or st.moe_einsum:
+        z = np.zeros_like(st.tok)
+        return z, z
+    el = rows * float(st.model.hidden_size)
+    a = st.act_bytes
+    return mem_time(hw, 6.0 * a * el, 2.0 * local + 1.0), mem_time(hw, 6.0 * a * el, 4.0 * local)
 
 
 def _einsum_dispatch(st: Stage, S, h: float, k: float):
