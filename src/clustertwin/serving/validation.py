@@ -14,6 +14,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..errors import InputError
 from ..workload.model import get_model
 from .analytical import Workload, decode_at_speed, decode_phase, offline, prefill_phase
@@ -32,10 +34,17 @@ DERIVED_TARGETS = ("tokens_per_s_total", "samples_per_s")
 # ~ 9,400, the DeepSeek-R1 reasoning set ~ 800.
 MLPERF_MEAN_INPUT = {"llama2-70b": 294.0, "mixtral-8x7b": 606.0, "llama3.1-8b": 778.0,
                      "llama3.1-405b": 9400.0, "deepseek-r1": 800.0}
+# Maximum prompt lengths of the same datasets, for a row whose prompt length is the MLPerf dataset's and that
+# does not state the maximum: NVIDIA's MLPerf Inference v5.1 closed/NVIDIA/documentation/bandwidth_requirement.md
+# (SERVING.md, column input_len_max). Without it the assumed lognormal spread has no cap and its tail (a 405B
+# prompt of 50k+ tokens) decides the p99 TTFT of a server / interactive row.
+MLPERF_MAX_INPUT = {"llama2-70b": 1024.0, "mixtral-8x7b": 2048.0, "llama3.1-8b": 2560.0,
+                    "llama3.1-405b": 20000.0, "deepseek-r1": 3136.0}
 # Mean generated tokens where a row gives none (llama3.1-8b CNN-DM summaries: ~ 128-token summaries;
 # assumed); prefill/decode phase rows without an output length decode to input + DEFAULT_DECODE_OUTPUT/2.
 MLPERF_MEAN_OUTPUT = {"llama3.1-8b": 128.0}
 DEFAULT_DECODE_OUTPUT = 0.0
+UNCAPPED_BATCH = 1 << 20  # "no request cap": larger than any KV-cache capacity in sequences
 # A throughput row (offline / server / interactive, output tokens/s target) that does not state its output
 # length: the MLPerf dataset's mean generated tokens per sample where the model is an MLPerf benchmark (the
 # TOKENS_PER_SAMPLE of the accuracy runs in the MLPerf Inference v5.1 closed submissions of serving.csv:
@@ -228,6 +237,12 @@ def row_inputs(row: dict, catalog):
     m = re.search(r"max_num_tokens\s*=\s*(\d+)", basis)
     if m:
         max_tokens = int(m.group(1))
+    if not bval and kind in ("offline", "server", "interactive", "latency-band"):
+        # a published throughput benchmark that does not state its batch: the KV-cache capacity (and the token
+        # budget) decide it, not a serving engine's request cap. vLLM's max_num_seqs default 256 is raised in
+        # every published vLLM benchmark config of serving.csv (MLPerf v5.1 AMD / MangoBoost: 600-5000)
+        max_batch = UNCAPPED_BATCH
+        assumed.append("batch not stated: set by the KV-cache capacity and token budget (no request cap)")
     chunked = not re.search(r"chunked_(?:context|prefill)\s*=\s*false", basis)
     ms = re.search(r"num_scheduler_steps\s*=\s*(\d+)", basis)
     sched_steps = int(ms.group(1)) if ms else 1
@@ -254,6 +269,7 @@ def row_inputs(row: dict, catalog):
                      prefix_hit_rate=hit, chunked_prefill=chunked, scheduler_steps=sched_steps)
     ref = model.id  # the zoo id (a row may spell it differently)
     inp = _lead_num(row.get("input_len"))
+    inp_max = _lead_num(row.get("input_len_max")) or 0.0
     cv = 0.0
     if inp is None and kind not in ("production",):
         cv = DATASET_LENGTH_CV
@@ -266,6 +282,10 @@ def row_inputs(row: dict, catalog):
         elif ref in MLPERF_MEAN_INPUT:
             inp = MLPERF_MEAN_INPUT[ref]
             assumed.append(f"MLPerf {ref} dataset mean input length {inp:.0f} tokens (assumed, see validation.py)")
+            if not inp_max:
+                inp_max = MLPERF_MAX_INPUT[ref]
+                assumed.append(f"maximum input length not stated: {inp_max:.0f} tokens, the MLPerf {ref} dataset's "
+                               "(NVIDIA MLPerf v5.1 bandwidth_requirement.md)")
         else:
             inp = 1024.0
             assumed.append("input length not stated: 1024")
@@ -297,12 +317,31 @@ def row_inputs(row: dict, catalog):
                        f"TPOT {tpot_ms:.0f} ms (loadgen mlperf.conf)")
     wl = Workload(input_len=inp, output_len=max(out, 1.0), scenario=wl_kind,
                   ttft_slo_s=ttft_ms / 1e3, tpot_slo_s=tpot_ms / 1e3, kv_len=kv_len,
-                  input_cv=cv, output_cv=cv, input_max=_lead_num(row.get("input_len_max")) or 0.0)
+                  input_cv=cv, output_cv=cv, input_max=inp_max)
     nreq = re.search(r"(\d+)\s+requests\s+total", batch_txt)
     extras = {"kind": kind, "num_gpus": num_gpus, "tps_band": _band(row.get("tps_per_user") or ""),
               "disaggregated": _flag(row.get("disaggregated")),
               "output_known": out > 0, "requests": int(nreq.group(1)) if nreq else 0}
     return model, system, scaleout, dep, wl, engine, extras, assumed
+
+
+def _decode_under_tpot(inst, kv_len: float, tpot_s: float, top: float, assumed: list[str]):
+    """Saturated decode at the largest batch (per attention rank, up to ``top``) whose TPOT meets the row's
+    ``tpot_constraint_ms``: a decode pool run under a latency bound ("1,943 tok/s per NPU at < 50 ms TPOT")."""
+    best = None
+    for b in sorted({max(1, int(round(x))) for x in np.geomspace(1.0, max(top, 1.0), 48)}):
+        est = decode_phase(inst, kv_len, float(b))
+        if est.tpot_s <= tpot_s:
+            best = est
+        else:
+            break
+    if best is None:
+        best = decode_phase(inst, kv_len, 1.0)
+        assumed.append(f"no decode batch meets the TPOT bound {tpot_s * 1e3:g} ms on this layout: batch 1")
+    else:
+        assumed.append(f"decode batch {best.batch_per_rank:.0f} per attention rank: the largest whose TPOT meets the "
+                       f"row's {tpot_s * 1e3:g} ms bound")
+    return best
 
 
 def _degree(text: str | None) -> int | None:
@@ -380,6 +419,8 @@ def predict_serving_row(row: dict, catalog) -> RowPrediction:
         inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
         kv = wl.kv_len or (wl.input_len + (wl.output_len / 2.0 if extras["output_known"] else 0.0))
         est = decode_phase(inst, kv, dep.max_batch)
+        if wl.tpot_slo_s and est.tpot_s > wl.tpot_slo_s:  # a stated TPOT bound caps the decode batch
+            est = _decode_under_tpot(inst, kv, wl.tpot_slo_s, est.batch_per_rank, assumed)
         return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
     if target == "ttft_mean_ms":
         inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)

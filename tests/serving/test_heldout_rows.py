@@ -1,0 +1,91 @@
+"""Unseen published serving rows (benchmarks/data/heldout_serving.csv, benchmarks/check_heldout_serving.py):
+the file loads, every row's columns resolve to a model / system / layout, the analytical rows are modelled,
+and the defaults those rows exposed (an MLPerf row without its maximum prompt length, a decode pool run under
+a TPOT bound, a benchmark without its batch) say what they assumed. The accuracy figure is the benchmark's,
+not a test's."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from clustertwin.serving.validation import (
+    MLPERF_MAX_INPUT,
+    UNCAPPED_BATCH,
+    predict_serving_row,
+    row_inputs,
+)
+
+HELDOUT = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "heldout_serving.csv"
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    with open(HELDOUT, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def public(validation_dir):
+    with open(validation_dir / "serving.csv", newline="", encoding="utf-8") as fh:
+        return {r["id"]: r for r in csv.DictReader(fh)}
+
+
+def test_heldout_file_has_the_serving_columns_and_sources(heldout, validation_dir):
+    with open(validation_dir / "serving.csv", newline="", encoding="utf-8") as fh:
+        header = next(csv.reader(fh))
+    assert list(heldout[0]) == header
+    assert len(heldout) >= 30
+    ids = [r["id"] for r in heldout]
+    assert len(set(ids)) == len(ids)
+    for r in heldout:
+        assert r["source"] and r["source_locator"] and r["source_ref"], r["id"]
+        assert float(r["target_value"]) > 0
+
+
+def test_every_heldout_row_resolves_and_the_analytical_ones_are_modelled(heldout, catalog):
+    for r in heldout:
+        model, system, _, dep, wl, engine, extras, assumed = row_inputs(r, catalog)  # raises on a bad column
+        assert dep.tp >= 1 and wl.input_len > 0 and wl.output_len >= 1, r["id"]
+        if r["scenario_kind"] in ("offline", "prefill", "decode"):
+            p = predict_serving_row(r, catalog)
+            assert p.predicted > 0 and math.isfinite(p.predicted), r["id"]
+
+
+def test_mlperf_row_without_its_maximum_prompt_takes_the_datasets(public, catalog):
+    row = public["mlperf51-0015-llama3.1-405b-server"]
+    stated = row_inputs(row, catalog)[4]
+    blank = row_inputs(dict(row, input_len_max=""), catalog)
+    assert blank[4].input_max == MLPERF_MAX_INPUT["llama3.1-405b"] == stated.input_max == 20000.0
+    assert any("maximum input length not stated" in a for a in blank[7])
+    assert not any("maximum input length" in a for a in row_inputs(row, catalog)[7])
+    own = row_inputs(dict(row, input_len_max="8000"), catalog)[4]
+    assert own.input_max == 8000.0
+
+
+def test_decode_row_with_a_tpot_bound_runs_the_largest_batch_that_meets_it(public, catalog):
+    row = dict(public["lmsys-gb200-p2-decode-lowprec-isl2k"], id="probe")
+    free = predict_serving_row(row, catalog)
+    assert free.estimate.tpot_s > 0.010
+    bound_ms = 1e3 * free.estimate.tpot_s * 0.5
+    capped = predict_serving_row(dict(row, tpot_constraint_ms=f"{bound_ms:.3f}"), catalog)
+    assert capped.estimate.tpot_s <= bound_ms / 1e3 + 1e-12
+    assert 0 < capped.predicted < free.predicted
+    assert capped.estimate.batch_per_rank < free.estimate.batch_per_rank
+    assert any("largest whose TPOT meets" in a for a in capped.assumed)
+    loose = predict_serving_row(dict(row, tpot_constraint_ms=f"{2e3 * free.estimate.tpot_s:.3f}"), catalog)
+    assert loose.predicted == pytest.approx(free.predicted)  # a bound the saturated batch meets changes nothing
+
+
+def test_benchmark_row_without_its_batch_is_kv_limited_not_the_engines_request_cap(public, catalog):
+    row = public["mlperf51-0001-mixtral-8x7b-offline"]  # vLLM, max_num_seqs stated (5000)
+    assert row_inputs(row, catalog)[3].max_batch == 5000
+    dep, assumed = (lambda x: (x[3], x[7]))(row_inputs(dict(row, batch_or_concurrency="", batch_basis=""), catalog))
+    assert dep.max_batch == UNCAPPED_BATCH
+    assert any("batch not stated" in a for a in assumed)
+    blank = predict_serving_row(dict(row, batch_or_concurrency="", batch_basis=""), catalog)
+    capped = predict_serving_row(dict(row, batch_or_concurrency="256", batch_basis="vLLM max_num_seqs"), catalog)
+    assert blank.predicted > capped.predicted  # vLLM's serving default of 256 sequences is not what a benchmark runs
