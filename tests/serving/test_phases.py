@@ -313,3 +313,29 @@ def test_per_projection_attention_weights(catalog):
     row = {"precision_weights": "nvfp4 MoE experts + nvfp4 attention o_proj; q_b_proj fp8"}
     assert _attn_weights_spec(row, m) == "q_b=fp8,o=nvfp4"
     assert _attn_weights_spec({"precision_weights": "nvfp4 (DeepSeek R1-NVFP4)"}, m) == ""
+
+
+def test_busiest_rank_prefill_counts_whole_prompts(catalog):
+    # prompts shorter than the room arrive as Poisson lumps of one prompt each: the busiest of N ranks
+    # carries E[max_i min(K_i lump, unit)], never more prompt tokens than reach all N ranks together
+    from types import SimpleNamespace
+
+    from scipy.stats import poisson
+
+    from clustertwin.serving.phases import busiest_rank_prefill
+
+    two = SimpleNamespace(attn_dp=2)
+    lam, lump, unit = 0.5, 100.0, 1000.0
+    want = sum(lump * (1.0 - poisson.cdf(k - 1, lam) ** 2) for k in range(1, 11))
+    assert float(busiest_rank_prefill(two, lam * lump, unit, lump=lump)) == pytest.approx(want, rel=1e-9)
+    wide = SimpleNamespace(attn_dp=72)
+    for mean in (20.0, 200.0, 1000.0):
+        worst = float(busiest_rank_prefill(wide, mean, 8092.0, lump=2000.0))
+        assert mean <= worst <= min(8092.0, 72 * mean)
+    # EP72 example: 7.2 prompts of 2000 tokens reach the 72 ranks per pass; the room-sized lump would put
+    # 6,757 tokens (3.4 prompts) on the busiest rank, whole prompts about 1.3 prompts
+    assert float(busiest_rank_prefill(wide, 200.0, 8092.0)) > 6700.0
+    assert float(busiest_rank_prefill(wide, 200.0, 8092.0, lump=2000.0)) == pytest.approx(2594.3, rel=1e-3)
+    # a prompt longer than the room is a room-sized chunk per pass: the Bernoulli form
+    assert float(busiest_rank_prefill(wide, 200.0, 8092.0, lump=9000.0)) == pytest.approx(
+        float(busiest_rank_prefill(wide, 200.0, 8092.0)))

@@ -104,7 +104,7 @@ def decode_pass(inst: Instance, d, ctx, input_len: float, output_len: float):
         dec = d * (1 + spec)
         room = np.maximum(inst.max_num_tokens - dec, 1.0)
         unit = room if inst.dep.chunked_prefill else np.minimum(comp, np.maximum(room, comp))
-        pre = busiest_rank_prefill(inst, done * comp, unit)
+        pre = busiest_rank_prefill(inst, done * comp, unit, lump=comp)
         cb = step_costs(inst, dec + pre, d * ctx, pairs_p * pre / comp, dec + pre / comp)
         t = t + np.maximum(sum(cb[k] for k in RANK_FIELDS) - sum(c[k] for k in RANK_FIELDS), 0.0)
     if spec:

@@ -460,19 +460,59 @@ def _fields_time(c: dict, fields) -> np.ndarray:
     return out
 
 
-def busiest_rank_prefill(inst: Instance, mean_tokens, unit) -> np.ndarray:
+# prompts per rank per pass up to which the busiest-rank maximum is summed exactly (Poisson terms)
+POISSON_EXACT_MAX = 64.0
+
+
+def busiest_rank_prefill(inst: Instance, mean_tokens, unit, lump=None) -> np.ndarray:
     """Expected prefill tokens of the busiest of the ``attn_dp`` ranks in one pass.
 
-    Each rank prefills on its own: in a pass it either carries a prefill unit (a chunk filling its token
-    budget, or a whole prompt without chunked prefill) or none, with probability ``p = mean / unit``
-    (independent ranks, the TensorRT-LLM baseline round-robin scheduler). The busiest of ``N`` ranks
-    carries ``unit`` with probability ``1 - (1 - p)^N``; never less than the mean."""
+    Each rank prefills on its own (independent ranks, the TensorRT-LLM baseline round-robin scheduler;
+    TensorRT-LLM tech blog 10: iteration time = the slowest rank's). ``unit`` is the most one rank can
+    prefill in a pass (the room its token budget leaves with chunked prefill, a whole prompt without) and
+    ``lump`` the tokens one prompt brings to a pass (its whole computed prompt, at most ``unit``; default
+    ``unit``):
+
+    * ``lump == unit`` (a prompt fills the room, or no size is given): the rank either carries ``unit`` or
+      nothing, with probability ``p = mean / unit``; the busiest of ``N`` carries ``unit`` with
+      probability ``1 - (1 - p)^N``;
+    * ``lump < unit`` (prompts shorter than the room): a rank's pass carries the ``K ~ Poisson(mean /
+      lump)`` prompts that reached it since its last pass, ``min(K lump, unit)`` tokens, and the busiest of
+      ``N`` carries ``E[max_i min(K_i lump, unit)]``. Without this the busiest rank would carry a whole
+      room's worth of prompts with probability ``1 - (1 - mean/unit)^N``: more prompt tokens than arrive
+      at all ``N`` ranks together once ``N`` is large (EP72 with DP-attention: 3x the total arrivals).
+
+    Never less than the mean, never more than ``unit``."""
     mean = np.asarray(mean_tokens, dtype=float)
     u = np.maximum(np.asarray(unit, dtype=float), 1e-9)
     if inst.attn_dp <= 1:
         return mean
+    n = inst.attn_dp
+    lp = u if lump is None else np.minimum(np.maximum(np.asarray(lump, dtype=float), 1e-9), u)
     p = np.clip(mean / u, 0.0, 1.0)
-    return np.maximum(mean, u * (1.0 - np.power(1.0 - p, inst.attn_dp)))
+    whole = u * (1.0 - np.power(1.0 - p, n))
+    lam = mean / lp
+    # E[max_i min(K_i lump, unit)] = sum_k P(max_i K_i >= k) x (the k-th lump's tokens below the cap);
+    # many prompts per pass (lam > POISSON_EXACT_MAX): the Gaussian tail of the maximum instead
+    lam_b, lp_b, u_b = np.broadcast_arrays(lam, lp, u)
+    many = lam_b > POISSON_EXACT_MAX
+    gauss = np.minimum(lp_b * (lam_b + np.sqrt(2.0 * lam_b * np.log(n))), u_b)
+    lam_b = np.where(many, 0.0, lam_b)
+    pmf = np.exp(-lam_b)
+    cdf = pmf.copy()
+    pois = np.zeros_like(lam_b)
+    k = 1
+    while True:
+        inc = np.clip(u_b - (k - 1) * lp_b, 0.0, lp_b)
+        tail = 1.0 - np.power(np.clip(cdf, 0.0, 1.0), n)  # P(max_i K_i >= k)
+        pois = pois + tail * inc
+        if not np.any((inc > 0) & (tail > 1e-9)):
+            break
+        pmf = pmf * lam_b / k
+        cdf = cdf + pmf
+        k += 1
+    out = np.where(lp < u, np.where(many, gauss, pois), whole)
+    return np.minimum(np.maximum(mean, out), np.maximum(u, mean))
 
 
 @dataclass(frozen=True, slots=True)
