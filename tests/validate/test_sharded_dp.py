@@ -205,3 +205,29 @@ def test_engines_agree_on_zero3_rows(rows):
         a = predict_training_row(rows[rid], cat)
         e = predict_training_row(rows[rid], cat, "event")
         assert e == pytest.approx(a, rel=0.10), rid
+
+
+def test_nvfp4_hadamard_transform_casts_are_transformer_engines(rows):
+    """TE's NVFP4 recipe quantises X and dY's wgrad copy through a random Hadamard transform in its own kernel
+    (amax 2 B + rowwise cast 2.5625 B + transform-cast 2.5625 B = 7.125 B, 3 kernels); the weights and the
+    torchao recipe keep the plain 5.125 B, 2-kernel cast."""
+    from clustertwin.sim.components.fp8 import RECIPES, quant_time
+    from clustertwin.sim.machine import make_hardware
+    from clustertwin.validate import hardware_from_row
+
+    assert RECIPES["nvfp4-rht"].bytes_per_elem == pytest.approx(7.125)
+    assert RECIPES["nvfp4"].bytes_per_elem == pytest.approx(5.125)
+    mb = dict(rows["mbridge-245"], precision="nvfp4")
+    tt = rows["tt-nvfp4-llama3-8b-nvfp4"]
+    assert stack_for_row(mb).nvfp4_rht and not stack_for_row(tt).nvfp4_rht
+    cat = load_catalog()
+    system, fabric = hardware_from_row(mb, cat)
+    h = make_hardware(system, fabric, "nvfp4", cat)
+    e = 1e9
+    f0, b0 = quant_time(h, "nvfp4", x_elems=e, dy_elems=e, w_elems=e)
+    f1, b1 = quant_time(h, "nvfp4", x_elems=e, dy_elems=e, w_elems=e, rht=True)
+    bw = h.hbm_bw * h.eff.hbm_efficiency
+    assert float(b1 - b0) == pytest.approx(2.0 * e / bw + h.eff.kernel_overhead_s, rel=1e-9)
+    assert float(f1 - f0) == pytest.approx(2.0 * e / bw + h.eff.kernel_overhead_s, rel=1e-9)  # X only; W unchanged
+    ff, bf = quant_time(h, "mxfp8", x_elems=e, dy_elems=e, w_elems=e)
+    assert (ff, bf) == quant_time(h, "mxfp8", x_elems=e, dy_elems=e, w_elems=e, rht=True)  # NVFP4 only

@@ -93,6 +93,10 @@ class SoftwareStack:
     # pretraining recipe does (Mishra et al. arXiv:2509.25149 Sec. 4: ~15 %): workload/memory.py
     # NVFP4_BF16_LAYER_SHARE
     nvfp4_bf16_layer_share: float = 0.0
+    # NVFP4 steps quantise the wgrad operands (X, dY) through a random Hadamard transform in a separate fused
+    # transform + columnwise-cast kernel (Transformer Engine NVFP4BlockScaling, on by default: sim/components/fp8.py
+    # `nvfp4-rht`); False: the plain NVFP4 cast for every operand (torchtitan's torchao recipe: not modelled)
+    nvfp4_rht: bool = True
     # bytes of each of Adam's two moments (FP32 4; DeepSeek-V3 Sec. 3.3.3 keeps them in BF16: 2)
     adam_moment_bytes: float = 4.0
     # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
@@ -340,6 +344,7 @@ register_stack(
         # torchao Float8Linear / MXLinear save the BF16 input (float8_linear.py matmul_with_hp_or_float8_args);
         # the NVFP4 GEMM is opaque to the per-op SAC policy (workload/memory.py op_sac_bytes_per_layer)
         fp8_activation_cache=False, sac_opaque_dtypes=("nvfp4",), nvfp4_bf16_layer_share=NVFP4_BF16_LAYER_SHARE,
+        nvfp4_rht=False,
         # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does

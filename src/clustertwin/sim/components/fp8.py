@@ -21,6 +21,15 @@ copies on every chip). Bytes per element of an operand, both copies together (``
   Mishra et al. arXiv:2509.25149 Sec. 2-4; the random Hadamard transform of the wgrad operands is fused
   into the cast): the per-tensor scale needs a global amax pass (read 2 B), then one cast writing both
   layouts: read 2 B, write 0.5 + 0.5 B + 2 x 1/16 B scales: 5.125 B, 2 kernels.
+* ``nvfp4-rht`` (Transformer Engine's NVFP4 recipe, stack ``nvfp4_rht``): the operands of the wgrad GEMM, X and
+  dY, go through a 16-point random Hadamard transform in their columnwise (wgrad) copy only
+  (``NVFP4BlockScaling``: ``fp4_quant_fwd_inp`` / ``fp4_quant_bwd_grad`` ``random_hadamard_transform=True``,
+  "RHT is currently only applied to column-wise usage"; weights 2D-quantised without it). TE's
+  ``NVFP4Quantizer::quantize_impl`` (pytorch/csrc/quantizer.cpp) then runs the amax pass (``nvte_hadamard_transform_
+  amax``: the plain and the transformed amax in one read, 2 B), the rowwise cast on its own (``nvte_quantize_v2``:
+  read 2 B, write 0.5 + 1/16 B) and the fused transform + columnwise cast (``nvte_hadamard_transform_cast_fusion_
+  columnwise``: read 2 B, write 0.5 + 1/16 B): 7.125 B, 3 kernels. W keeps ``nvfp4``. torchtitan's torchao NVFP4
+  recipe keeps ``nvfp4`` for every operand (its kernels were not read: no transform modelled).
 
 Where they run: X's quantisation in the forward (the transposed copy is saved for wgrad), dY's in the
 backward, W's once per micro-batch forward (torchao ``Float8Linear`` casts the weight in every forward;
@@ -48,6 +57,7 @@ RECIPES: dict[str, Recipe] = {
     "rowwise": Recipe("rowwise", 2.0 * (2.0 + 1.0), 2.0),
     "mxfp8": Recipe("mxfp8", 2.0 + 2.0 * (1.0 + 1.0 / 32.0), 1.0),
     "nvfp4": Recipe("nvfp4", 2.0 + 2.0 + 2.0 * (0.5 + 1.0 / 16.0), 2.0),
+    "nvfp4-rht": Recipe("nvfp4-rht", 2.0 + 2.0 * (2.0 + 0.5 + 1.0 / 16.0), 3.0),
 }
 
 # the recipe a step dtype runs (validation README: `precision` fp8 = per-tensor current scaling)
@@ -65,16 +75,19 @@ def quant_bytes(recipe: Recipe, elems):
     return recipe.bytes_per_elem * np.asarray(elems, dtype=float)
 
 
-def quant_time(hw, dtype: str, *, x_elems, dy_elems, w_elems=0.0, operands: float = 1.0, weight_share=1.0):
+def quant_time(hw, dtype: str, *, x_elems, dy_elems, w_elems=0.0, operands: float = 1.0, weight_share=1.0,
+               rht: bool = False):
     """(forward, backward) seconds of the quantisation kernels of GEMMs with ``x_elems`` input, ``dy_elems``
     output-gradient and ``w_elems`` weight elements in total, issued as ``operands`` separately quantised
     tensors of each kind (kernel-launch count); ``weight_share`` is the share of micro-batches that cast the
-    weights (1, or 1/m with TE's FP8 weight cache). Zero for BF16/FP16 steps."""
+    weights (1, or 1/m with TE's FP8 weight cache); ``rht``: NVFP4 X and dY take the ``nvfp4-rht`` recipe (W keeps
+    ``nvfp4``). Zero for BF16/FP16 steps."""
     r = recipe_for(dtype)
     if r is None:
         z = np.zeros_like(np.asarray(x_elems, dtype=float))
         return z, z
-    fwd = mem_time(hw, quant_bytes(r, x_elems) + weight_share * quant_bytes(r, w_elems),
-                   r.kernels * operands * (1.0 + np.asarray(weight_share, dtype=float)))
-    bwd = mem_time(hw, quant_bytes(r, dy_elems), r.kernels * operands)
+    a = RECIPES["nvfp4-rht"] if rht and r.name == "nvfp4" else r  # X and dY: the wgrad copy through the RHT
+    fwd = mem_time(hw, quant_bytes(a, x_elems) + weight_share * quant_bytes(r, w_elems),
+                   operands * (a.kernels + r.kernels * np.asarray(weight_share, dtype=float)))
+    bwd = mem_time(hw, quant_bytes(a, dy_elems), a.kernels * operands)
     return fwd, bwd

@@ -67,6 +67,7 @@ class Stage:
     fsdp_recompute_gather: bool = False
     fsdp_flat: bool = False
     nvfp4_bf16_share: float = 0.0  # share of the layers an NVFP4 step runs in BF16 (stack nvfp4_bf16_layer_share)
+    nvfp4_rht: bool = False  # NVFP4 wgrad operands through a random Hadamard transform (stack nvfp4_rht)
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
     sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
     act_bytes: float = 2.0  # bytes per activation / activation-gradient / gathered-weight element (4: TF32, FP32)
@@ -127,4 +128,5 @@ def _fields_of(stack) -> dict:
             "moe_sync_ep1": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "megablocks-gmm",
             "moe_einsum": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "deepspeed-einsum",
             "fsdp_recompute_gather": stack.fsdp_impl in ("zero3-2021", "zero3"), "fsdp_flat": bool(stack.fsdp_flat_ring),
-            "nvfp4_bf16_share": float(getattr(stack, "nvfp4_bf16_layer_share", 0.0))}
+            "nvfp4_bf16_share": float(getattr(stack, "nvfp4_bf16_layer_share", 0.0)),
+            "nvfp4_rht": bool(getattr(stack, "nvfp4_rht", False))}
