@@ -140,7 +140,7 @@ class SoftwareStack:
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
                 "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes,
-                "nvfp4_bf16_layer_share": self.nvfp4_bf16_layer_share,
+                "nvfp4_bf16_layer_share": self.nvfp4_bf16_layer_share, "nvfp4_rht": self.nvfp4_rht,
                 "moe_experts_impl": self.moe_experts_impl,
                 "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
                 "zero_bucket_elements": self.zero_bucket_elements}
