@@ -8,7 +8,9 @@ prediction): when best/pub is much higher than own/pub the search found a region
 batch, EP, ZeRO, recompute) where the model is more optimistic than at the layout the experts ran.
 `@rowEP/pub` (MoE rows): the best plan with expert parallelism fixed to the row's, which separates the
 EP choice from the rest of the search gap; `@rowMB/pub` the same with the micro-batch fixed to the row's
-(the dropless dispatcher's host stall is per micro-batch, so larger micro-batches amortise it). After the
+(the dropless dispatcher's host stall is per micro-batch, so larger micro-batches amortise it); `@Z01/pub` the
+best plan with ZeRO limited to 0/1 (no Megatron-FSDP, which the framework has not benchmark-validated with MoE:
+`workload.stacks.layout_caveats`). After the
 table, each row above 1.30 lists where its best plan gains or pays against the row's own layout, per
 step-time term (best - row, seconds; `planner.fromrow.breakdown_delta`, as `plan --from-row` prints). `best/known` compares with the fastest published run of the
 same job (model, system, GPUs, precision, global batch, sequence length) over the Megatron-Bridge
@@ -92,7 +94,7 @@ def main() -> None:
     print(f"{len(rows)} {a.framework} rows of the packaged training.csv; planner top {a.top} per row; {a.engine} engine")
     print(f"{'row':<14} {'model':<24} {'GPUs':>5} {'system':<13} {'prec':<6} {'published layout':<35} "
           f"{'best layout':<35} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} "
-          f"{'@rowMB/pub':>10} {'s':>5}")
+          f"{'@rowMB/pub':>10} {'@Z01/pub':>8} {'s':>5}")
     ratios, in_top, failed, moe, vs_known, later, later_rows, refused = [], 0, [], [], [], [], [], []
     gains = []
     t_all = time.perf_counter()
@@ -123,8 +125,10 @@ def main() -> None:
             req_mb, _ = request_from_row(r, cat, top_k=1, engine=a.engine,
                                          options=SpaceOptions(fixed={"micro_batch": (int(lay["micro_batch"]),)}))
             at_mb = plan(req_mb, cat).plans[0]["tokens_per_s"] / pub
+            req_z, _ = request_from_row(r, cat, top_k=1, engine=a.engine, options=SpaceOptions(zero_stages=(0, 1)))
+            at_z = plan(req_z, cat).plans[0]["tokens_per_s"] / pub
         else:
-            at_mb = float("nan")
+            at_mb = at_z = float("nan")
         ratios.append(ratio)
         k = known.get(job_key(r))
         ref = max(pub, float(k["tokens_per_s_per_gpu"]) * float(r["num_gpus"])) if k else pub
@@ -150,11 +154,13 @@ def main() -> None:
             d = breakdown_delta(best["breakdown"], own_est.breakdown)
             gains.append(f"{r['id']} ({ratio:.2f}): row {fmt(lay)} {knobs(lay)}, model {own_est.step_time_s:.2f} s -> best "
                          f"{fmt(best)} {knobs(best)}, {best['step_time_s']:.2f} s: "
-                         + ", ".join(f"{k} {v:+.2f}" for k, v in d[:5]))
+                         + ", ".join(f"{k} {v:+.2f}" for k, v in d[:5])
+                         + "".join(f"; caveat: {': '.join(c[len('best plan: '):].split(': ')[:2])}"
+                                   for c in rep.assumptions if c.startswith("best plan: ")))
 
         print(f"{r['id']:<14} {r['model'][:24]:<24} {r['num_gpus']:>5} {r['system']:<13} {r['precision']:<6} "
               f"{full(lay):<35} {full(best):<35} {ratio:8.3f} {own:7.3f}{'*' if not own_est.fits_memory else ' '} {str(rank or '-'):>8} {vs_known[-1]:10.3f} "
-              f"{at_ep:10.3f} {at_mb:10.3f} {time.perf_counter() - t0:5.1f}",
+              f"{at_ep:10.3f} {at_mb:10.3f} {at_z:8.3f} {time.perf_counter() - t0:5.1f}",
               flush=True)
     if ratios:
         print("\n" + summary("best/published", ratios))

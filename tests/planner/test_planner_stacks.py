@@ -95,3 +95,40 @@ def test_stacks_command_lists_every_preset(ct):
     assert all(s["source"] for s in doc["stacks"])
     bad = ct("plan", "--stack", "megatron-lm-2020")
     assert bad.returncode == 2 and "megatron-lm-2021" in bad.stderr
+
+
+def test_layout_caveats_name_what_the_model_leaves_out():
+    """EP across scale-up domains on a Megatron stack: the all-to-all is priced exposed and the stack's
+    overlap is named as unpriced; inside one domain, or on a stack without such an overlap, no caveat.
+    Megatron-FSDP (ZeRO 2/3) with MoE or PP > 1 is flagged as not benchmark-validated; dense PP 1 is not."""
+    from clustertwin.workload.stacks import CAVEAT_PREFIXES, layout_caveats
+
+    mb = get_stack("megatron-bridge")
+    across = layout_caveats(mb, is_moe=True, ep=32, etp=1, pp=8, zero=1, domain=8)
+    assert len(across) == 1 and across[0].startswith(CAVEAT_PREFIXES[0]) and "moe_a2a_overlap" in across[0]
+    assert layout_caveats(mb, is_moe=True, ep=8, etp=1, pp=8, zero=1, domain=8) == []  # one HGX domain
+    assert layout_caveats(mb, is_moe=True, ep=64, etp=1, pp=1, zero=1, domain=72) == []  # one NVL72 domain
+    assert layout_caveats(mb, is_moe=True, ep=8, etp=2, pp=1, zero=1, domain=8) != []  # etp 2: 2 domains
+    assert layout_caveats(get_stack("hai-llm"), is_moe=True, ep=64, etp=1, pp=16, zero=1, domain=8) == []
+    fsdp = layout_caveats(mb, is_moe=False, ep=1, etp=1, pp=4, zero=3, domain=8)
+    assert len(fsdp) == 1 and fsdp[0].startswith(CAVEAT_PREFIXES[1]) and "pp 4" in fsdp[0]
+    assert layout_caveats(mb, is_moe=True, ep=1, etp=1, pp=1, zero=2, domain=8)[0].startswith(CAVEAT_PREFIXES[1])
+    assert layout_caveats(mb, is_moe=False, ep=1, etp=1, pp=1, zero=3, domain=8) == []  # the published case
+    assert layout_caveats(get_stack("pytorch-fsdp"), is_moe=False, ep=1, etp=1, pp=4, zero=3, domain=8) == []
+
+
+def test_estimate_and_plan_print_the_caveats(catalog):
+    """`estimate` of a cross-node EP layout carries the EP caveat in its assumptions (and the CLI prints it);
+    `plan` prints the caveats of its best plan."""
+    sc = api.build_scenario(model="qwen3-30b-a3b", system="hgx-h100", gpus=16, ep=16, global_batch=64,
+                            seq_len=4096, stack="megatron-bridge", catalog=catalog)
+    r = api.estimate(sc)
+    assert any(a.startswith("EP all-to-all: EP 16 crosses") for a in r.assumptions)
+    sc8 = api.build_scenario(model="qwen3-30b-a3b", system="hgx-h100", gpus=16, ep=8, global_batch=64,
+                             seq_len=4096, stack="megatron-bridge", catalog=catalog)
+    assert not any(a.startswith("EP all-to-all") for a in api.estimate(sc8).assumptions)
+    fixed = {"tp": (1,), "pp": (1,), "cp": (1,), "ep": (16,), "micro_batch": (1,), "zero": (2,), "recompute": (0,)}
+    rep = plan(PlanRequest(model="qwen3-30b-a3b", system="hgx-h100", num_gpus=16, global_batch=64, seq_len=4096,
+                           stack="megatron-bridge", top_k=1, options=SpaceOptions(fixed=fixed)), catalog)
+    notes = [a for a in rep.assumptions if a.startswith("best plan: ")]
+    assert [n.split(":")[1].strip() for n in notes] == ["EP all-to-all", "sharded DP"]

@@ -202,9 +202,17 @@ def plan(req: PlanRequest, catalog: Any, *, evaluator_for: Callable[[int], Evalu
     from ..sim.machine import uncalibrated_note
 
     flag = uncalibrated_note(system.accelerator.id)
+    notes = [flag] if flag else []
+    if records:
+        from ..workload.stacks import layout_caveats
+
+        b = records[0]
+        notes += [f"best plan: {c}" for c in layout_caveats(
+            stack, is_moe=shape.is_moe, ep=int(b.get("ep", 1)), etp=int(b.get("etp", 1)), pp=int(b["pp"]),
+            zero=int(b.get("zero", 0)), domain=int(domain))]
     return PlanReport(request=request, defaults_used=defaults, plans=records,
                       runner_up=explain_runner_up(records), stats=stats, engine=engine,
-                      assumptions=[flag] if flag else [])
+                      assumptions=notes)
 
 
 def _raise_impossible(res: SearchResult, shape: ModelShape, system: Any, gpus: int, gb: int, seq: int,

@@ -566,6 +566,11 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
             f"pipeline: {model.num_layers} layers on pp {plan.pp} x vpp {plan.vpp} mix virtual stages of {c - 1} and {c} "
             "layers inside the interleaved order; this closed form does not price the stalls that causes (the event "
             "engine, which runs Megatron's order, was 11-32 % slower on such layouts): check with --engine event")
+    if model.is_moe or plan.zero_effective >= 2:
+        from ..workload.stacks import get_stack, layout_caveats
+
+        assumptions += layout_caveats(get_stack(plan.stack), is_moe=model.is_moe, ep=int(plan.ep), etp=int(plan.etp),
+                                      pp=int(plan.pp), zero=int(plan.zero_effective), domain=int(hw.domain))
     details = {"forward_flops_per_token": float(forward_flops_total(model, plan.seq_len)),
                "num_micro_batches": f["num_micro_batches"], "dp_comm_raw_s": f["dp_comm_raw_s"],
                "tp_comm_raw_s": f["tp_comm_raw_s"]}

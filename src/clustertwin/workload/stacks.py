@@ -124,6 +124,13 @@ class SoftwareStack:
     # in the gradient dtype, allocated in every backward as the contiguous-gradients buffer (stage_1_and_2.py
     # ``ipg_buffer``; ZeRO-3 stage3.py the ipg bucket); 0 = no such buffer (Megatron / FSDP reduce in place)
     zero_bucket_elements: float = 0.0
+    # an EP all-to-all overlap the framework offers that the step model does not price (the all-to-all of a
+    # MoE layer whose EP group crosses scale-up domains stays exposed; docs/planner.md "EP all-to-all
+    # overlap"): the sourced name printed as a caveat (``layout_caveats``); "" = none
+    unpriced_ep_overlap: str = ""
+    # sharded data parallelism (ZeRO 2/3) with MoE or with pipeline parallelism is code-supported but not
+    # benchmark-validated by the framework: the source printed as a caveat; "" = no caveat
+    fsdp_combination_caveat: str = ""
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
@@ -143,7 +150,8 @@ class SoftwareStack:
                 "nvfp4_bf16_layer_share": self.nvfp4_bf16_layer_share, "nvfp4_rht": self.nvfp4_rht,
                 "moe_experts_impl": self.moe_experts_impl,
                 "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
-                "zero_bucket_elements": self.zero_bucket_elements}
+                "zero_bucket_elements": self.zero_bucket_elements, "unpriced_ep_overlap": self.unpriced_ep_overlap,
+                "fsdp_combination_caveat": self.fsdp_combination_caveat}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -157,6 +165,22 @@ def register_stack(stack: SoftwareStack) -> SoftwareStack:
     """Add a preset (an id registered twice is an error)."""
     return STACKS.add(stack.id, stack)
 
+
+# Megatron-Core's EP all-to-all overlap: the dispatch / combine of one micro-batch run beside the computation
+# of another in the 1F1B steady state (--overlap-moe-expert-parallel-comm, with --delay-wgrad-compute;
+# Megatron-Bridge comm_overlap.overlap_moe_expert_parallel_comm, set by the recipes' moe_a2a_overlap=True, e.g.
+# scripts/performance/configs/qwen/qwen3_workload_base_configs.py QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_*_V1).
+# Not priced: hiding the all-to-all at the layout of the published run whose recipe sets it (mbridge-270, EP 32
+# over InfiniBand) predicts 1.40x its measured rate, pricing it exposed 0.97x (docs/planner.md)
+_MCORE_EP_OVERLAP = ("Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm; Megatron-Bridge "
+                     "moe_a2a_overlap) is not priced")
+# Megatron-Bridge skills/perf-techniques/megatron-fsdp/card.yaml (validated_on 2026-03-14): performance claims
+# "doc_only", follow-up "Validate TP / PP / CP / EP compatibility matrix explicitly"; docs/training/megatron-fsdp.md:
+# "intended to work with" PP and EP, "not ... fully benchmark-proven for every combination"; every published
+# Megatron-FSDP run (performance-summary tables) is a dense model at PP 1
+_MCORE_FSDP_CAVEAT = ("Megatron-FSDP with pipeline or expert parallelism is code-supported, not benchmark-validated "
+                      "(Megatron-Bridge megatron-fsdp card, 2026-03-14; every published Megatron-FSDP run is a "
+                      "dense model at PP 1)")
 
 _MEGATRON_CORE = register_stack(
     SoftwareStack(
@@ -172,6 +196,7 @@ _MEGATRON_CORE = register_stack(
         # Megatron-Bridge docs/training/cpu-offloading.md: optimizer offload (HybridDeviceOptimizer, needs the
         # distributed optimizer) and layer-wise activation offload (cpu_offloading_num_layers; pp 1, no recompute)
         offload_modes=("none", "optimizer"), activation_offload=True,
+        unpriced_ep_overlap=_MCORE_EP_OVERLAP, fsdp_combination_caveat=_MCORE_FSDP_CAVEAT,
     ))
 _MEGATRON_LM_2021 = register_stack(
     SoftwareStack(
@@ -384,6 +409,25 @@ def get_stack(name: str | None) -> SoftwareStack:
     if key not in STACKS:
         raise UnknownNameError("software stack", name or "", STACKS.names())
     return STACKS.get(key)
+
+
+CAVEAT_PREFIXES = ("EP all-to-all:", "sharded DP:")  # how layout_caveats lines start (the CLI prints them)
+
+
+def layout_caveats(stack: SoftwareStack, *, is_moe: bool, ep: int, etp: int, pp: int, zero: int,
+                   domain: int) -> list[str]:
+    """What the model leaves out or the framework has not validated for one layout on ``stack``: the lines
+    ``estimate`` adds to its assumptions and ``plan`` prints for its best plan (empty when none apply)."""
+    out = []
+    # members of the EP group (ep ranks etp apart) per domain, as placement.ranks_per_domain, on plain ints
+    per_domain = min(max(domain // max(etp, 1), 1), ep)
+    if stack.unpriced_ep_overlap and is_moe and ep > per_domain:
+        out.append(f"{CAVEAT_PREFIXES[0]} EP {ep} crosses scale-up domains ({domain} GPUs each) and is priced "
+                   f"exposed; {stack.unpriced_ep_overlap}")
+    if stack.fsdp_combination_caveat and zero >= 2 and (pp > 1 or is_moe):
+        what = f"pp {pp}" if pp > 1 else "a MoE model"
+        out.append(f"{CAVEAT_PREFIXES[1]} ZeRO {zero} with {what}: {stack.fsdp_combination_caveat}")
+    return out
 
 
 # implementation constants a catalog overlay may set per preset (calibration: {stack_efficiency: {ID: {...}}})
