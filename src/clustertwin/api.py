@@ -19,6 +19,7 @@ from .sim.engines import get_engine
 from .userfiles import read_yaml
 from .workload.model import ModelSpec, get_model, model_from_dict
 from .workload.plan import ParallelPlan, check_plan, make_plan
+from .workload.stacks import CAVEAT_PREFIXES  # how layout caveat lines start (the CLI prints them)
 
 ENGINES = tuple(_ENGINE_REGISTRY.names())  # registered in sim/engines.py
 NETWORKS = ("analytical", "flow")
@@ -1188,7 +1189,7 @@ def power(design: str, *, utilization: float | None = None, pue: float | None = 
     return out
 
 
-__all__ = ["ENGINES", "FABRIC_WORKLOADS", "Scenario", "bom", "build_scenario", "build_sweep", "calibrate",
+__all__ = ["CAVEAT_PREFIXES", "ENGINES", "FABRIC_WORKLOADS", "Scenario", "bom", "build_scenario", "build_sweep", "calibrate",
            "calibrate_gpu", "cluster", "collective",
            "cluster_summary", "compare", "cross_validate", "design_cost_power", "device_price_usd", "estimate",
            "fabric_workload", "goodput", "list_models", "load_catalog", "load_scenario", "memory_fit_text", "performance",

@@ -10,7 +10,6 @@ from rich.table import Table
 
 from .. import api
 from ..errors import InputError
-from ..workload.stacks import CAVEAT_PREFIXES
 from ._common import (
     CatalogOpt,
     ExpertFfnOpt,
@@ -79,7 +78,7 @@ def _render_estimate(r) -> None:
     console.print(f"memory (GB): {mem}")
     console.print(f"bottleneck: {r.bottleneck}")
     for a in getattr(r, "assumptions", None) or ():
-        if a.startswith(("uncalibrated efficiency", "pipeline:", *CAVEAT_PREFIXES)):
+        if a.startswith(("uncalibrated efficiency", "pipeline:", *api.CAVEAT_PREFIXES)):
             console.print(f"[warning] {a}", markup=False)
     _render_event_extras(r)
 
