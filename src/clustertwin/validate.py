@@ -196,24 +196,30 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
         num_dense_layers=_int(row, "num_dense_layers"), name=row.get("model") or row["id"],
     )
     kw.update(arch)
+    kw.update(_zoo_arch(row.get("model") or "", kw, arch)[1])
     if kw.get("kv_lora_rank"):
         kw["num_kv_heads"] = kw["num_attention_heads"]
-    kw.update(_zoo_arch_flags(row.get("model") or "", kw))
     return ModelSpec(id=row["id"], **kw)
 
 
-# Architecture facts no column carries, taken from the zoo model the ``model`` column names when the row's
-# shape columns are that model's (the same way blank shape columns are filled: _fill_shape_from_zoo)
-_ZOO_FLAGS = ("linear_bias",)
-_ZOO_MATCH = ("num_layers", "hidden_size", "num_experts", "moe_ffn_hidden_size")
+# Architecture details no column carries, taken from the zoo model the ``model`` column names when the row's
+# shape columns are that model's (as blank shape columns are: _fill_shape_from_zoo), each only where the
+# row's documented ``arch:`` segment does not give it. Not the MTP depth: the row's model label says
+# whether its run has the MTP layer ("(w/o MTP)"), and its arch segment gives the depth when it does.
+_ZOO_FLAGS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+              "sliding_window", "sliding_window_fraction", "glu_clamp", "linear_bias")
+_ZOO_MATCH = ("num_layers", "hidden_size", "num_attention_heads", "num_experts", "moe_ffn_hidden_size")
 
 
-def _zoo_arch_flags(name: str, kw: dict[str, Any]) -> dict[str, Any]:
-    """``linear_bias`` of the zoo model the row's ``model`` column names (catalog/names.py
-    ``resolve_model_ref``), when that model has the row's layers, hidden size, experts and expert width;
-    nothing otherwise (an unknown name or another architecture keeps the defaults)."""
+def _zoo_arch(name: str, kw: dict[str, Any], arch: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """(zoo id, details): the architecture details (head_dim, MLA ranks, sliding window, clamped GLU,
+    linear biases) of the zoo model the row's ``model`` column names (catalog/names.py ``resolve_model_ref``),
+    when that model has the row's layers, hidden size, heads, experts and expert width, for each detail the
+    row's ``arch:`` segment does not give; ("", {}) otherwise (an unknown name or another architecture keeps
+    the defaults)."""
+    arch = arch or {}
     if not name.strip():
-        return {}
+        return "", {}
     from .catalog.names import resolve_model_ref
     from .errors import UnknownNameError
     from .workload.model import builtin_models
@@ -222,11 +228,26 @@ def _zoo_arch_flags(name: str, kw: dict[str, Any]) -> dict[str, Any]:
     try:
         mid, _ = resolve_model_ref(name, tuple(table))
     except UnknownNameError:
-        return {}
+        return "", {}
     m = table[mid]
     if any(int(getattr(m, c) or 0) != int(kw.get(c) or 0) for c in _ZOO_MATCH):
-        return {}
-    return {f: getattr(m, f) for f in _ZOO_FLAGS if getattr(m, f)}
+        return "", {}
+    got = {f: getattr(m, f) for f in _ZOO_FLAGS if f not in arch and getattr(m, f)}
+    mla = kw.get("kv_lora_rank") or arch.get("kv_lora_rank") or got.get("kv_lora_rank")
+    if "head_dim" in got and (mla or got["head_dim"] * int(kw.get("num_attention_heads") or 0)
+                              == int(kw.get("hidden_size") or 0)):
+        del got["head_dim"]  # the default h / a already, or unused (MLA's head dims are its own)
+    return (mid, got) if got else ("", {})
+
+
+def _zoo_arch_note(out: dict[str, str]) -> str:
+    """What ``model_from_row`` takes from the zoo model the row's ``model`` column names ("" if nothing)."""
+    kw = {c: _int(out, c) for c in _ZOO_MATCH}
+    mid, got = _zoo_arch(out.get("model") or "", kw, _arch_notes(out.get("notes") or ""))
+    if not got:
+        return ""
+    return (f"architecture details no column gives taken from the zoo model {mid!r} (the row's model column "
+            f"{(out.get('model') or '').strip()!r}): " + ", ".join(f"{k} {v}" for k, v in got.items()))
 
 
 def _sharded(row: dict[str, str]) -> bool:
@@ -487,6 +508,8 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
             notes.append(f"global_batch {gb} is not a multiple of dp x micro_batch = {d * m_}: modelled as {k * d * m_} "
                          f"({k} micro-batch{'es' if k > 1 else ''} per rank); predicted step time is for that batch")
     _fill_shape_from_zoo(out, notes)
+    if zoo_note := _zoo_arch_note(out):
+        notes.append(zoo_note)
     experts = _int(out, "num_experts")
     if experts > 1:
         if not text("moe_ffn_hidden_size") and text("ffn_hidden_size"):
