@@ -15,6 +15,7 @@ Where each cost is computed (all per rank; "layer" = one transformer layer, one 
     PP p2p                  components/pp_comm.py
     DP / ZeRO / FSDP comm   components/dp_comm.py
     optimizer, overhead     components/optimizer.py
+    slowest-GPU pace        components/pace.py (the GPU kernels above x 1 + sigma z(num_gpus))
     memory per GPU          workload/memory.py (``memory_per_gpu``; also used by the plan rule)
 
 Primitives: ``sim/kernels.py`` (GEMM and memory-bound kernel time), ``sim/comm.py`` (``collective_time``,
@@ -38,6 +39,7 @@ from .components.ep_comm import ep_comm
 from .components.mlp import dense_mlp
 from .components.moe import host_idle, moe_layer
 from .components.optimizer import optimizer_step, step_overhead
+from .components.pace import slowest_gpu_factor
 from .components.pp_comm import pp_p2p
 from .components.stage import FP4_DTYPES, FP8_DTYPES, stage_inputs  # noqa: F401
 from .components.tp_comm import tp_comm
@@ -130,11 +132,20 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     if ce != 1.0:  # the framework's compute kernels relative to Megatron-Core / TE (stack compute_efficiency)
         fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s = (x / ce for x in (fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s))
         core = core._replace(fwd_s=core.fwd_s / ce, bwd_s=core.bwd_s / ce)
+    # the job computes at the pace of its slowest GPU (components/pace.py; efficiency.yaml gpu_speed_spread,
+    # off by default): every GPU kernel of the step runs `slow` times as long as on the typical GPU
+    paced = bool(hw.eff.gpu_speed_spread)
+    slow = slowest_gpu_factor(st.t * st.p * st.d * st.c, hw.eff.gpu_speed_spread) if paced else 1.0
+    if paced:
+        fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s = (x * slow for x in (fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s))
+        core = core._replace(fwd_s=core.fwd_s * slow, bwd_s=core.bwd_s * slow)
     tp_ = tp_comm(st)
     cp_f, cp_b, cp_hidden = cp_exchange(st)
     logits_f, logits_b = logits(st)
     if ce != 1.0:
         logits_f, logits_b = logits_f / ce, logits_b / ce
+    if paced:
+        logits_f, logits_b = logits_f * slow, logits_b * slow
     pp_s, pp_bytes = pp_p2p(st)
     dpc = dp_comm(st)
 

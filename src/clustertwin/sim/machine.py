@@ -42,6 +42,7 @@ class ChipEfficiency:
     moe_sync_stall_s: float  # exposed cost of one grouped-GEMM MoE layer's split-size host sync (torchtitan)
     num_sms: int
     mamf_fraction: dict[str, float]
+    gpu_speed_spread: float = 0.0  # relative std of sustained speed across GPUs of the SKU (components/pace.py)
     assumptions: dict[str, str] = field(default_factory=dict)
 
 
@@ -95,7 +96,7 @@ def chip_efficiency(acc_id: str, acc_num_sms: int | None, acc_mamf: dict[str, fl
         moe_host_layer_s=float(cfg.get("moe_host_layer_us", 0.0)) * 1e-6,
         moe_host_expert_s=float(cfg.get("moe_host_expert_us", 0.0)) * 1e-6,
         moe_sync_stall_s=float(cfg.get("moe_sync_stall_us", 0.0)) * 1e-6,
-        num_sms=int(sms), mamf_fraction=mamf,
+        num_sms=int(sms), mamf_fraction=mamf, gpu_speed_spread=float(cfg.get("gpu_speed_spread", 0.0)),
         assumptions=dict(chip.get("assumed", {})),
     )
 
