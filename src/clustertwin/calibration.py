@@ -15,8 +15,11 @@ constants marked ``additive`` (a per-step overhead) shift the step time by their
 evaluated once per grid point of its non-additive constants that the coordinate descent visits (a
 per-row cache shared by every fold), never for the full grid product. Constants marked ``linear`` (a
 stall per MoE layer and micro-batch: the step time is linear in it with a slope that depends on the row's
-layer and micro-batch counts) cost one more prediction per visited point, at the grid's largest value,
-which gives the row's slope; ``rows: moe`` constants apply to MoE rows only.
+layer and micro-batch counts) cost one more prediction per visited point, at the constant's shipped value
+(the grid's largest value when it is 0), which gives the row's slope, and one at the grid's largest value
+for the slope above the shipped value: the step is piecewise linear in such a stall where it enters the
+max() of the last pipeline stage's pace, so a row is exact at 0, the shipped value and the grid's top;
+``rows: moe`` constants apply to MoE rows only.
 """
 
 from __future__ import annotations
@@ -110,6 +113,11 @@ class _RowTable:
     consts: tuple = field(default=(), repr=False)  # the FittedConstant of each of `keys`
     lin: tuple = field(default=(), repr=False)  # the linear FittedConstants that apply to this row
     zero_add: dict[str, float] = field(default_factory=dict, repr=False)  # chip-scope additive/linear at 0
+    # linear constant -> its shipped value for this row's group: the step is piecewise linear in a stall that
+    # enters max() terms (the last pipeline stage's pace: layers vs layers + output layer), so the slope is
+    # measured on both sides of it and a prediction at the shipped value is exact
+    knee_at: dict[str, float] = field(default_factory=dict, repr=False)
+    knee: dict[tuple, dict[str, tuple[float, float]]] = field(default_factory=dict)  # point -> key -> (v0, slope above)
 
     def at(self, point: tuple) -> tuple[float, dict[str, float]]:
         """(prediction, slopes of the linear constants) with the non-additive constants at ``point``
@@ -125,11 +133,27 @@ class _RowTable:
             cat = _overlay_catalog(self.catalog, self.chip, chip_vals, self.stack, stack_vals)
             self.base[point] = predict_training_row(self.row, cat)
             self.slope[point] = {}
+            self.knee[point] = {}
             for c in self.lin:  # one more prediction at the grid's largest value gives the slope
-                probe = max(c.grid) or 1.0
+                top = max(c.grid) or 1.0
+                v0 = self.knee_at.get(c.key, 0.0)
+                probe = v0 if 0.0 < v0 < top else top
                 cat1 = _overlay_catalog(self.catalog, self.chip, {**chip_vals, c.key: probe}, self.stack, stack_vals)
-                self.slope[point][c.key] = (predict_training_row(self.row, cat1) - self.base[point]) / probe
+                p1 = predict_training_row(self.row, cat1)
+                self.slope[point][c.key] = (p1 - self.base[point]) / probe
+                if probe < top:  # and one at the grid's top the slope above the shipped value
+                    cat2 = _overlay_catalog(self.catalog, self.chip, {**chip_vals, c.key: top}, self.stack, stack_vals)
+                    self.knee[point][c.key] = (probe, (predict_training_row(self.row, cat2) - p1) / (top - probe))
         return self.base[point], self.slope[point]
+
+    def linear_part(self, point: tuple, key: str, value: float) -> float:
+        """The step time a linear constant at ``value`` adds at ``point`` (after ``at(point)``)."""
+        point = tuple(_snap(c.grid, x) for c, x in zip(self.consts, point, strict=True))
+        sl = self.slope[point][key]
+        kn = self.knee.get(point, {}).get(key)
+        if kn is None or value <= kn[0]:
+            return sl * value
+        return sl * kn[0] + kn[1] * (value - kn[0])
 
 
 def _snap(grid: tuple[float, ...], x: float) -> float:
@@ -172,7 +196,8 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
             mine = [c for c in consts if not c.additive and not c.linear and groups[c.key] is not None]
             lin = [c for c in consts if c.linear and groups[c.key] is not None]
             rt = _RowTable(rid, float(meas) if meas else 0.0, chip, stack, groups, tuple(c.key for c in mine),
-                           row=row, catalog=catalog, consts=tuple(mine), lin=tuple(lin), zero_add=zero_add)
+                           row=row, catalog=catalog, consts=tuple(mine), lin=tuple(lin), zero_add=zero_add,
+                           knee_at={c.key: float(start[c.key][str(groups[c.key])]) for c in lin})
             rt.at(tuple(start[c.key][str(groups[c.key])] for c in mine))  # the row models (else: skipped)
         except (InputError, ArithmeticError, ValueError, KeyError, TypeError):
             skipped.append(rid)
@@ -187,12 +212,13 @@ def _build_tables(rows: list[dict[str, str]], catalog, consts: list[FittedConsta
 def _predict(rt: _RowTable, values: dict[str, dict[str, float]], consts: list[FittedConstant]) -> float:
     add = sum(values[c.key][rt.group[c.key]] for c in consts if c.additive and rt.group[c.key] is not None)
     # a value off the grid (median fill) is snapped to the nearest grid point
-    base, slope = rt.at(tuple(values[k][str(rt.group[k])] for k in rt.keys))
+    point = tuple(values[k][str(rt.group[k])] for k in rt.keys)
+    base, slope = rt.at(point)
     lin = 0.0
-    for k, sl in slope.items():
+    for k in slope:
         g = rt.group[k]
         if g is not None:
-            lin += sl * values[k][g]
+            lin += rt.linear_part(point, k, values[k][g])
     return base + add + lin
 
 
