@@ -68,6 +68,12 @@ class SoftwareStack:
     # FP8/FP4 weights quantised once per step and re-used by every micro-batch (Transformer Engine: Megatron
     # passes is_first_microbatch to TE modules) instead of in every forward (torchao Float8Linear)
     fp8_weight_cache: bool = False
+    # the output layer (logits GEMM) runs in the step's FP8 / FP4 dtype (True: torchao / torchtitan Float8Linear
+    # converts every nn.Linear not in filter_fqns, whose default is empty); False: it stays BF16, as in
+    # Megatron-Core, whose GPTModel.output_layer is a tensor_parallel.ColumnParallelLinear (not a Transformer
+    # Engine module) called after the TransformerBlock, outside TE's fp8_autocast (megatron/core/models/gpt/
+    # gpt_model.py); NVIDIA's FP8 / MXFP8 / NVFP4 recipes therefore keep the logits in BF16
+    output_layer_low_precision: bool = True
     # implementation efficiency of the framework's compute kernels relative to the Megatron-Core / TE kernels
     # the chip constants describe (1 = same): every GEMM, attention and element-wise kernel of a layer and
     # the output layer run 1/compute_efficiency as long. FITTED per framework (efficiency.yaml `fitted`)
@@ -192,7 +198,7 @@ _MEGATRON_CORE = register_stack(
                "docs/performance-summary-archive.md @067f987 (shared/validation rows mbridge-*)",
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "selective", "full"), attention_backend="cudnn",  # TE DotProductAttention
-        fp8_weight_cache=True,
+        fp8_weight_cache=True, output_layer_low_precision=False,  # BF16 output layer (non-TE ColumnParallelLinear)
         # Megatron-Bridge docs/training/cpu-offloading.md: optimizer offload (HybridDeviceOptimizer, needs the
         # distributed optimizer) and layer-wise activation offload (cpu_offloading_num_layers; pp 1, no recompute)
         offload_modes=("none", "optimizer"), activation_offload=True,
@@ -330,6 +336,7 @@ register_stack(
         flash_attention=True, overlap=True, grad_reduce_bytes=2, zero_stages=(0, 1, 2, 3),
         recompute=("none", "selective", "full"), pipeline_schedules=("1f1b", "zb-h1"),
         attention_backend="cudnn", fp8_weight_cache=True,  # Megatron-LM + TE, as megatron-core
+        output_layer_low_precision=False,
         offload_modes=("none", "optimizer"), activation_offload=True,
     ))
 register_stack(

@@ -61,6 +61,7 @@ class Stage:
     attn_backend: str = "flash"  # fused-attention backend: "flash" (FlashAttention-2 class) or "cudnn" (TE)
     sel_half: bool = False
     fp8_weight_cache: bool = False  # FP8 weights cast once per step (TE), not every micro-batch (torchao)
+    logits_low_precision: bool = True  # the output layer GEMM in the FP8/FP4 step dtype (stack preset)
     moe_grouped_mm: bool = False  # experts in one grouped-GEMM kernel; host sync only in the EP dispatch ...
     moe_sync_ep1: bool = False  # ... unless the grouped GEMM takes its group sizes from the host (MegaBlocks)
     moe_einsum: bool = False  # DeepSpeed-MoE: capacity-factor gating, einsum dispatch/combine, no host sync
@@ -124,6 +125,7 @@ def _fields_of(stack) -> dict:
     return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
             "sel_half": stack.selective_recompute == "half-forward",
             "fp8_weight_cache": bool(stack.fp8_weight_cache),
+            "logits_low_precision": bool(getattr(stack, "output_layer_low_precision", True)),
             "moe_grouped_mm": getattr(stack, "moe_experts_impl", "te-grouped-linear") in ("grouped-mm", "megablocks-gmm"),
             "moe_sync_ep1": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "megablocks-gmm",
             "moe_einsum": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "deepspeed-einsum",
