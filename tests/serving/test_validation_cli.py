@@ -127,7 +127,12 @@ def test_mlperf_server_row_without_bounds_takes_the_mlperf_rule(validation_dir, 
     assert (wl.ttft_slo_s, wl.tpot_slo_s) == (6.0, 0.175)
     inter = dict(row, scenario_kind="interactive")
     assert (row_inputs(inter, catalog)[4].ttft_slo_s, row_inputs(inter, catalog)[4].tpot_slo_s) == (4.5, 0.08)
-    plain = dict(row, constraint_percentile="")
-    assert row_inputs(plain, catalog)[4].ttft_slo_s == 0.0
+    # the scenario or workload column naming MLPerf says so as well (a row whose constraint_percentile is
+    # blank); a row nothing marks as an MLPerf run stays saturated
+    assert "MLPerf" in row["workload"]
+    assert row_inputs(dict(row, constraint_percentile=""), catalog)[4].tpot_slo_s == 0.175
+    bare = dict(row, constraint_percentile="", workload="synthetic", scenario="server")
+    assert row_inputs(bare, catalog)[4].ttft_slo_s == 0.0
+    assert row_inputs(dict(bare, scenario="MLPerf Server"), catalog)[4].ttft_slo_s == 6.0
     stated = dict(row, ttft_constraint_ms="3000", tpot_constraint_ms="100")
     assert row_inputs(stated, catalog)[4].ttft_slo_s == 3.0

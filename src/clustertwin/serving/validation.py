@@ -310,8 +310,9 @@ def row_inputs(row: dict, catalog):
     ttft_ms = _lead_num(row.get("ttft_constraint_ms")) or 0.0
     tpot_ms = _lead_num(row.get("tpot_constraint_ms")) or 0.0
     rule = MLPERF_LATENCY_MS.get((ref, wl_kind))
-    if (rule and not (ttft_ms or tpot_ms) and wl_kind in ("server", "interactive")
-            and "mlperf" in (row.get("constraint_percentile") or "").lower()):
+    # the row runs under the MLPerf rule where its constraint, scenario or workload column names MLPerf
+    mlperf_run = any("mlperf" in (row.get(k) or "").lower() for k in ("constraint_percentile", "scenario", "workload"))
+    if rule and not (ttft_ms or tpot_ms) and wl_kind in ("server", "interactive") and mlperf_run:
         ttft_ms, tpot_ms = rule
         assumed.append(f"latency bounds not stated: MLPerf rule for {ref} {wl_kind}, p99 TTFT {ttft_ms:.0f} ms / "
                        f"TPOT {tpot_ms:.0f} ms (loadgen mlperf.conf)")
