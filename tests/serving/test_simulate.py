@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from clustertwin.errors import InputError
 from clustertwin.serving import Deployment, Workload, build_instance, get_engine, offline
 from clustertwin.serving.simulate import search_qps, simulate
 from clustertwin.workload.model import get_model
@@ -40,6 +41,37 @@ def test_offline_sim_agrees_with_closed_form(inst):
     sim = simulate(inst, wl, requests=1500)
     est = offline(inst, 1000, 200)
     assert sim.output_tokens_per_s == pytest.approx(est.tokens_per_s_instance, rel=0.2)
+
+
+def test_time_scale_stretches_every_pass(inst):
+    # all requests at t = 0: the same passes, each time_scale times longer, so every latency scales exactly
+    wl = Workload(input_len=500, output_len=100, scenario="offline")
+    a = simulate(inst, wl, requests=200)
+    b = simulate(inst, wl, requests=200, time_scale=1.5)
+    assert b.steps == a.steps and b.duration_s == pytest.approx(1.5 * a.duration_s, rel=1e-9)
+    assert b.tpot_s["mean"] == pytest.approx(1.5 * a.tpot_s["mean"], rel=1e-9)
+    # at a fixed Poisson load near capacity a slower engine also runs a larger batch: TPOT grows by more
+    # than the factor (the latency gap of a speed error at a logged load, benchmarks/check_serving_load.py)
+    srv = Workload(input_len=500, output_len=100, scenario="server")
+    q = 0.8 * offline(inst, 500, 100).tokens_per_s_instance / 100
+    lo, hi = simulate(inst, srv, qps=q, requests=600), simulate(inst, srv, qps=q, requests=600, time_scale=1.2)
+    assert hi.tpot_s["mean"] > 1.2 * lo.tpot_s["mean"] and hi.mean_batch > lo.mean_batch
+    with pytest.raises(InputError, match="time_scale"):
+        simulate(inst, wl, requests=10, time_scale=0.0)
+
+
+def test_dataset_lengths_truncated_at_the_maximum_keep_their_mean():
+    # a dataset's longest sample bounds its lengths: truncated lognormal, the stated mean kept, no pile-up
+    # at the maximum (clipping put ~8 % of a 9.4k-mean / CV 0.8 set at a 20k cap and lowered its mean)
+    import numpy as np
+
+    from clustertwin.serving.simulate import _lengths
+
+    x = _lengths(np.random.default_rng(0), 9400.0, 0.8, 100_000, hi=20000.0)
+    assert x.max() <= 20000.0 and x.mean() == pytest.approx(9400.0, rel=0.01)
+    assert (x >= 19900.0).mean() < 0.01
+    free = _lengths(np.random.default_rng(0), 9400.0, 0.8, 100_000)
+    assert (np.minimum(free, 20000.0) >= 19900.0).mean() > 0.07
 
 
 def test_slo_search_meets_bounds(inst):
