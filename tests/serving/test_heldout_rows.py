@@ -89,3 +89,31 @@ def test_benchmark_row_without_its_batch_is_kv_limited_not_the_engines_request_c
     blank = predict_serving_row(dict(row, batch_or_concurrency="", batch_basis=""), catalog)
     capped = predict_serving_row(dict(row, batch_or_concurrency="256", batch_basis="vLLM max_num_seqs"), catalog)
     assert blank.predicted > capped.predicted  # vLLM's serving default of 256 sequences is not what a benchmark runs
+
+
+def test_dense_row_without_parallelism_takes_the_best_of_the_default_tp_choices(public, catalog):
+    row = public["mlperf51-0016-llama2-70b-offline"]  # 32x H100, TP not stated (multi-node MPI harness)
+    assert not row["tp"].strip()
+    extras = row_inputs(row, catalog)[6]
+    assert extras["tp_choices"] == (2, 4, 8)  # 70B FP8 needs 2 H100s; 2x / 4x wider inside the node
+    got = predict_serving_row(row, catalog)
+    each = {tp: predict_serving_row(dict(row, tp=str(tp)), catalog).predicted for tp in extras["tp_choices"]}
+    assert got.predicted == pytest.approx(max(each.values()))
+    best = max(each, key=each.get)
+    assert any(f"TP {best} chosen of 2/4/8" in a for a in got.assumed)
+    assert row_inputs(dict(row, tp="4"), catalog)[6]["tp_choices"] == ()  # a stated TP is the row's
+    moe = public["mlperf51-0001-mixtral-8x7b-offline"]
+    assert row_inputs(dict(moe, tp="", ep=""), catalog)[6]["tp_choices"] == ()  # MoE layouts: the default only
+
+
+def test_llama4_scout_rows_are_modelled(public, catalog):
+    from clustertwin.workload.model import get_model
+
+    m = get_model("llama4-scout-17b-16e")
+    # text backbone 107,769,861,120 parameters (the published checkpoint less its 0.87 B vision encoder)
+    assert m.num_params() == pytest.approx(107.77e9, rel=0.002)
+    row = dict(public["trtllm-perf-llama3.3-70b-h100-tp2-fp8-isl1000-osl1000"], id="probe",
+               model="meta-llama/Llama-4-Scout-17B-16E-Instruct", model_ref="Llama-4-Scout-17B-16E-Instruct-FP8")
+    p = predict_serving_row(row, catalog)
+    assert p.predicted > 0 and math.isfinite(p.predicted)
+    assert any("llama4-scout-17b-16e" in a for a in p.assumed)

@@ -45,6 +45,7 @@ MLPERF_MAX_INPUT = {"llama2-70b": 1024.0, "mixtral-8x7b": 2048.0, "llama3.1-8b":
 MLPERF_MEAN_OUTPUT = {"llama3.1-8b": 128.0}
 DEFAULT_DECODE_OUTPUT = 0.0
 UNCAPPED_BATCH = 1 << 20  # "no request cap": larger than any KV-cache capacity in sequences
+MAX_DEFAULT_TP = 8  # widest TP tried for a dense model whose row states no parallelism (one HGX node / NVL8 group)
 # A throughput row (offline / server / interactive, output tokens/s target) that does not state its output
 # length: the MLPerf dataset's mean generated tokens per sample where the model is an MLPerf benchmark (the
 # TOKENS_PER_SAMPLE of the accuracy runs in the MLPerf Inference v5.1 closed submissions of serving.csv:
@@ -208,6 +209,7 @@ def row_inputs(row: dict, catalog):
         num_gpus = system.devices_per_domain
         assumed.append(f"num_gpus not stated: one {system.id} scale-up domain ({num_gpus} GPUs)")
     tp = _degree(row.get("tp"))
+    tp_choices: tuple[int, ...] = ()
     ep = _degree(row.get("ep"))
     pp = _degree(row.get("pp")) or 1
     dp_attn = _flag(row.get("dp_attention"))
@@ -215,6 +217,12 @@ def row_inputs(row: dict, catalog):
     kvdt = _kv_dtype(row, wdt, engine.id, assumed)
     if tp is None and ep is None:
         tp, ep = _default_layout(model, system, wdt, num_gpus, dp_attn, assumed)
+        if not model.is_moe and pp == 1:
+            # a dense model's TP is a submitter's tuning choice: the smallest instance that holds the weights,
+            # and the 2x / 4x wider ones inside one node (TP <= 8, the widest dense TP of the published MLPerf
+            # configs in serving.csv); predict_serving_row takes the best under the row's own bounds
+            top = min(num_gpus, system.devices_per_domain, MAX_DEFAULT_TP)
+            tp_choices = tuple(c for c in (tp, 2 * tp, 4 * tp) if c <= top)
     tp = tp or 1
     if model.is_moe:
         if ep is None:
@@ -321,6 +329,7 @@ def row_inputs(row: dict, catalog):
                   input_cv=cv, output_cv=cv, input_max=inp_max)
     nreq = re.search(r"(\d+)\s+requests\s+total", batch_txt)
     extras = {"kind": kind, "num_gpus": num_gpus, "tps_band": _band(row.get("tps_per_user") or ""),
+              "tp_choices": tp_choices if len(tp_choices) > 1 else (),
               "disaggregated": _flag(row.get("disaggregated")),
               "output_known": out > 0, "requests": int(nreq.group(1)) if nreq else 0}
     return model, system, scaleout, dep, wl, engine, extras, assumed
@@ -433,6 +442,9 @@ def predict_serving_row(row: dict, catalog) -> RowPrediction:
         est = balanced_pd(model, system, scaleout, dep, wl, engine, catalog=catalog, tps_per_user=extras["tps_band"])
         assumed.append("P/D layouts not stated: both pools use the row's layout; pool ratio balanced by the twin")
         return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
+    if (extras["tp_choices"] and kind in ("offline", "server", "interactive")
+            and wl.scenario in ("offline", "server", "interactive") and not extras["requests"]):
+        return _best_default_tp(model, system, scaleout, dep, wl, engine, extras, assumed, catalog)
     inst = build_instance(model, system, scaleout, dep, engine, catalog=catalog)
     if kind == "latency-band" and extras["tps_band"]:
         est = decode_at_speed(inst, wl.input_len, wl.output_len, extras["tps_band"])
@@ -453,6 +465,38 @@ def predict_serving_row(row: dict, catalog) -> RowPrediction:
         return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
     est = offline(inst, wl.input_len, wl.output_len)
     return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
+
+
+def _throughput(inst, wl) -> object:
+    if wl.scenario in ("server", "interactive") and (wl.ttft_slo_s or wl.tpot_slo_s):
+        from .simulate import max_throughput_under_slo
+
+        return max_throughput_under_slo(inst, wl, seed=0)
+    return offline(inst, wl.input_len, wl.output_len)
+
+
+def _best_default_tp(model, system, scaleout, dep, wl, engine, extras, assumed, catalog) -> RowPrediction:
+    """A row that states no parallelism: the TP (of ``extras["tp_choices"]``) with the most output tokens/s per
+    GPU under the row's own latency bounds, as the submitter would have tuned it."""
+    best = None
+    for tp in extras["tp_choices"]:
+        inst = build_instance(model, system, scaleout, replace(dep, tp=tp), engine, catalog=catalog)
+        try:
+            est = _throughput(inst, wl)
+        except InputError:
+            continue  # this width cannot run the row (nothing fits / meets the bounds): the others can
+        if best is None or est.tokens_per_s_per_gpu > best[1].tokens_per_s_per_gpu:
+            best = (tp, est)
+    if best is None:
+        raise InputError(f"no TP of {extras['tp_choices']} can run this row",
+                         hint="state the row's tp / num_gpus")
+    tp, est = best
+    notes = list(assumed)
+    notes.append(f"TP {tp} chosen of {'/'.join(map(str, extras['tp_choices']))}: the most tokens/s per GPU "
+                 + ("under the row's latency bounds" if wl.scenario != "offline" else "offline"))
+    if wl.scenario in ("server", "interactive") and not (wl.ttft_slo_s or wl.tpot_slo_s):
+        notes.append("latency bounds not stated: modelled as offline (saturated) throughput")
+    return RowPrediction(est.tokens_per_s_per_gpu, tuple(notes), est)
 
 
 def validate_serving_rows(rows: list[dict], catalog):
