@@ -91,19 +91,25 @@ def test_benchmark_row_without_its_batch_is_kv_limited_not_the_engines_request_c
     assert blank.predicted > capped.predicted  # vLLM's serving default of 256 sequences is not what a benchmark runs
 
 
-def test_dense_row_without_parallelism_takes_the_best_of_the_default_tp_choices(public, catalog):
+def test_dense_row_without_parallelism_takes_the_best_of_the_default_layouts(public, catalog):
     row = public["mlperf51-0016-llama2-70b-offline"]  # 32x H100, TP not stated (multi-node MPI harness)
-    assert not row["tp"].strip()
+    assert not row["tp"].strip() and not row["pp"].strip()
     extras = row_inputs(row, catalog)[6]
-    assert extras["tp_choices"] == (2, 4, 8)  # 70B FP8 needs 2 H100s; 2x / 4x wider inside the node
+    # 70B FP8 needs 2 H100s: TP2 or TP1 x PP2, or TP 4 / 8 inside the node
+    assert extras["tp_choices"] == ((2, 1), (1, 2), (4, 1), (8, 1))
     got = predict_serving_row(row, catalog)
-    each = {tp: predict_serving_row(dict(row, tp=str(tp)), catalog).predicted for tp in extras["tp_choices"]}
+    each = {(tp, pp): predict_serving_row(dict(row, tp=str(tp), pp=str(pp)), catalog).predicted
+            for tp, pp in extras["tp_choices"]}
     assert got.predicted == pytest.approx(max(each.values()))
-    best = max(each, key=each.get)
-    assert any(f"TP {best} chosen of 2/4/8" in a for a in got.assumed)
+    tp, pp = max(each, key=each.get)
+    name = f"TP{tp}" + (f"xPP{pp}" if pp > 1 else "")
+    assert any(f"{name} chosen of TP2/TP1xPP2/TP4/TP8" in a for a in got.assumed)
     assert row_inputs(dict(row, tp="4"), catalog)[6]["tp_choices"] == ()  # a stated TP is the row's
+    assert row_inputs(dict(row, pp="2"), catalog)[6]["tp_choices"] == ()  # so is a stated PP
     moe = public["mlperf51-0001-mixtral-8x7b-offline"]
     assert row_inputs(dict(moe, tp="", ep=""), catalog)[6]["tp_choices"] == ()  # MoE layouts: the default only
+    small = row_inputs(public["mlperf51-0049-llama3.1-8b-offline"] | {"tp": "", "pp": ""}, catalog)[6]
+    assert small["tp_choices"] == ((1, 1), (2, 1), (4, 1))  # one GPU holds it: no pipeline split
 
 
 def test_llama4_scout_rows_are_modelled(public, catalog):

@@ -209,7 +209,7 @@ def row_inputs(row: dict, catalog):
         num_gpus = system.devices_per_domain
         assumed.append(f"num_gpus not stated: one {system.id} scale-up domain ({num_gpus} GPUs)")
     tp = _degree(row.get("tp"))
-    tp_choices: tuple[int, ...] = ()
+    tp_choices: tuple[tuple[int, int], ...] = ()  # (tp, pp) layouts to choose from (a row without its layout)
     ep = _degree(row.get("ep"))
     pp = _degree(row.get("pp")) or 1
     dp_attn = _flag(row.get("dp_attention"))
@@ -217,12 +217,15 @@ def row_inputs(row: dict, catalog):
     kvdt = _kv_dtype(row, wdt, engine.id, assumed)
     if tp is None and ep is None:
         tp, ep = _default_layout(model, system, wdt, num_gpus, dp_attn, assumed)
-        if not model.is_moe and pp == 1:
-            # a dense model's TP is a submitter's tuning choice: the smallest instance that holds the weights,
-            # and the 2x / 4x wider ones inside one node (TP <= 8, the widest dense TP of the published MLPerf
-            # configs in serving.csv); predict_serving_row takes the best under the row's own bounds
+        if not model.is_moe and _degree(row.get("pp")) is None:
+            # a dense model's layout is a submitter's tuning choice: the smallest instance that holds the
+            # weights, as TP n or, where n >= 2, as TP n/2 x PP2 (NVIDIA's MLPerf v5.1 llama3.1-405b Offline on
+            # B200 holds the weights that way: TP2 PP2), and the 2x / 4x wider TP inside one node (<= 8 GPUs, the
+            # largest dense instance of the published MLPerf configs in serving.csv); predict_serving_row takes
+            # the best under the row's own bounds
             top = min(num_gpus, system.devices_per_domain, MAX_DEFAULT_TP)
-            tp_choices = tuple(c for c in (tp, 2 * tp, 4 * tp) if c <= top)
+            tp_choices = ((tp, 1),) + (((tp // 2, 2),) if tp >= 2 else ()) + tuple(
+                (n, 1) for n in (2 * tp, 4 * tp) if n <= top)
     tp = tp or 1
     if model.is_moe:
         if ep is None:
@@ -479,20 +482,20 @@ def _best_default_tp(model, system, scaleout, dep, wl, engine, extras, assumed, 
     """A row that states no parallelism: the TP (of ``extras["tp_choices"]``) with the most output tokens/s per
     GPU under the row's own latency bounds, as the submitter would have tuned it."""
     best = None
-    for tp in extras["tp_choices"]:
-        inst = build_instance(model, system, scaleout, replace(dep, tp=tp), engine, catalog=catalog)
+    for tp, pp in extras["tp_choices"]:
         try:
+            inst = build_instance(model, system, scaleout, replace(dep, tp=tp, pp=pp), engine, catalog=catalog)
             est = _throughput(inst, wl)
         except InputError:
-            continue  # this width cannot run the row (nothing fits / meets the bounds): the others can
-        if best is None or est.tokens_per_s_per_gpu > best[1].tokens_per_s_per_gpu:
-            best = (tp, est)
+            continue  # this layout cannot run the row (nothing fits / meets the bounds): the others can
+        if best is None or est.tokens_per_s_per_gpu > best[2].tokens_per_s_per_gpu:
+            best = (tp, pp, est)
+    names = "/".join(f"TP{t}" + (f"xPP{p}" if p > 1 else "") for t, p in extras["tp_choices"])
     if best is None:
-        raise InputError(f"no TP of {extras['tp_choices']} can run this row",
-                         hint="state the row's tp / num_gpus")
-    tp, est = best
+        raise InputError(f"none of the layouts {names} can run this row", hint="state the row's tp / pp / num_gpus")
+    tp, pp, est = best
     notes = list(assumed)
-    notes.append(f"TP {tp} chosen of {'/'.join(map(str, extras['tp_choices']))}: the most tokens/s per GPU "
+    notes.append(f"TP{tp}" + (f"xPP{pp}" if pp > 1 else "") + f" chosen of {names}: the most tokens/s per GPU "
                  + ("under the row's latency bounds" if wl.scenario != "offline" else "offline"))
     if wl.scenario in ("server", "interactive") and not (wl.ttft_slo_s or wl.tpot_slo_s):
         notes.append("latency bounds not stated: modelled as offline (saturated) throughput")
