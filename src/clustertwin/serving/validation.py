@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..workload.model import get_model
-from .analytical import Workload, decode_at_speed, decode_phase, offline, prefill_phase
+from .analytical import ServingEstimate, Workload, decode_at_speed, decode_phase, offline, prefill_phase
 from .engines import engine_for_framework
 from .phases import Deployment, build_instance
 
@@ -470,7 +470,7 @@ def predict_serving_row(row: dict, catalog) -> RowPrediction:
     return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
 
 
-def _throughput(inst, wl) -> object:
+def _throughput(inst, wl) -> ServingEstimate:
     if wl.scenario in ("server", "interactive") and (wl.ttft_slo_s or wl.tpot_slo_s):
         from .simulate import max_throughput_under_slo
 
