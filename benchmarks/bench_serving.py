@@ -115,8 +115,9 @@ def main() -> None:
         thr = [r for r in rows if r["scenario_kind"] in THROUGHPUT_KINDS]
         print(f"shipped constants: throughput rows MAPE {_mape(thr, predict_rows(thr, cat)):.1f} %")
         with restored_constants():
-            over, hop = fit(rows, cat)
-            print("fitted step_overhead_ms per engine:", over, " Hopper gemm_mamf_scale:", hop)
+            over, hop, bw = fit(rows, cat)
+            print("fitted step_overhead_ms per engine:", over, " Hopper gemm_mamf_scale:", hop,
+                  " Blackwell gemm_mamf_scale per engine:", bw)
             pred = predict_rows(rows, cat)
             print(f"MAPE all rows {_mape(rows, pred):.1f} %, throughput rows {_mape(thr, pred):.1f} %")
     if args.loso:

@@ -20,8 +20,9 @@ from clustertwin.workload.model import get_model
 
 def _inst(catalog, model="llama2-70b", system="hgx-h100", **kw):
     sysm = catalog.system(system)
-    return build_instance(get_model(model), sysm, catalog.fabric(sysm.default_scaleout), Deployment(**kw),
-                          get_engine(kw.pop("engine", "trtllm") if "engine" in kw else "trtllm"), catalog=catalog)
+    engine = get_engine(kw.pop("engine", "trtllm"))
+    return build_instance(get_model(model), sysm, catalog.fabric(sysm.default_scaleout), Deployment(**kw), engine,
+                          catalog=catalog)
 
 
 def test_kv_bytes_mla_gqa():
@@ -125,20 +126,71 @@ def test_dp_attention_pass_waits_for_busiest_rank(catalog):
 
 def test_serving_uses_the_training_chip_efficiency_table(catalog):
     # the serving instance's kernel constants are the training op model's (sim.machine.make_hardware over
-    # workload/data/efficiency.yaml); only engines.yaml `chips` (Hopper GEMM scale) overrides one of them
+    # workload/data/efficiency.yaml); only the GEMM scale is the serving stack's own: engines.yaml `chips`
+    # (Hopper family) and each engine's `gemm_mamf_scale` (Blackwell family, fitted per engine)
     from clustertwin.serving import engines
     from clustertwin.sim.machine import make_hardware, mamf_for
 
     over = engines._table().get("chips") or {}
     assert set(over) == {"h100-sxm", "h200", "h800"} and all(set(v) == {"gemm_mamf_scale"} for v in over.values())
-    for system, wd in (("hgx-h100", "fp8"), ("hgx-b200", "nvfp4"), ("gb200-nvl72", "fp8")):
-        inst = _inst(catalog, system=system, tp=8, weights_dtype=wd, kv_dtype="fp8")
+    for system, wd, eng in (("hgx-h100", "fp8", "trtllm"), ("hgx-b200", "nvfp4", "trtllm"), ("gb200-nvl72", "fp8", "sglang"),
+                            ("gb200-nvl72", "nvfp4", "vllm"), ("mi300x-8", "fp8", "vllm")):
+        inst = _inst(catalog, system=system, tp=8, weights_dtype=wd, kv_dtype="fp8", engine=eng)
         sysm = catalog.system(system)
         hw = make_hardware(sysm, catalog.fabric(sysm.default_scaleout), wd, catalog=catalog)
         assert inst.hw.eff == hw.eff and inst.hw.peak == hw.peak
-        scale = over.get(sysm.accelerator.id, {}).get("gemm_mamf_scale")
+        acc = sysm.accelerator.id
+        scale = get_engine(eng).gemm_mamf_scale.get(acc, over.get(acc, {}).get("gemm_mamf_scale"))
         want = hw.mamf if scale is None else mamf_for(hw.eff.mamf_fraction, wd) * scale
         assert inst.hw.mamf == pytest.approx(want)
+
+
+def test_blackwell_gemm_scale_is_the_engines_own_not_trainings(catalog):
+    # the training fit of Blackwell's gemm_mamf_scale (0.675 on b200 / gb200) absorbs training-framework
+    # effects; serving takes each engine's own fitted value for the whole Blackwell family
+    from clustertwin.serving.calibration import BLACKWELL
+
+    for eng in ("trtllm", "sglang", "vllm", "generic", "deepseek"):
+        sc = get_engine(eng).gemm_mamf_scale
+        assert set(sc) == set(BLACKWELL) and len(set(sc.values())) == 1 and 0.5 <= sc["b200"] <= 1.0
+    trt = _inst(catalog, system="hgx-b200", tp=1, weights_dtype="nvfp4", kv_dtype="fp8", engine="trtllm")
+    sgl = _inst(catalog, system="hgx-b200", tp=1, weights_dtype="nvfp4", kv_dtype="fp8", engine="sglang")
+    ratio = get_engine("trtllm").gemm_mamf_scale["b200"] / get_engine("sglang").gemm_mamf_scale["b200"]
+    assert trt.hw.mamf / sgl.hw.mamf == pytest.approx(ratio)
+    # a compute-bound prefill pass costs more GEMM time with the lower scale
+    t = {n: float(step_costs(i, 8192.0, 0.0, 0.0)["gemm_s"]) for n, i in (("trt", trt), ("sgl", sgl))}
+    assert t["sgl"] > t["trt"] * 1.2
+
+
+def test_blackwell_fit_per_engine_and_pooled_for_engines_without_rows(catalog, validation_dir):
+    # one sweep over BLACKWELL_GRID: an engine with Blackwell throughput rows takes its own argmin, an engine
+    # with none the argmin over all of them; the shipped table comes back afterwards
+    import csv
+
+    from clustertwin.serving import engines
+    from clustertwin.serving.calibration import (
+        BLACKWELL_GRID,
+        _fit_blackwell,
+        _log_err,
+        _set,
+        predict_rows,
+        restored_constants,
+    )
+
+    rows = {r["id"]: r for r in csv.DictReader(open(validation_dir / "serving.csv", encoding="utf-8"))}
+    trt, sgl = rows["mlperf51-0070-llama2-70b-offline"], rows["lmsys-gb200-p2-decode-lowprec-isl2k"]
+    over = {e: float(v["step_overhead_ms"]) for e, v in engines._table()["engines"].items()}
+    shipped = engines._table()["engines"]["trtllm"]["gemm_mamf_scale"]
+    with restored_constants():
+        got = _fit_blackwell({"trtllm": [trt], "sglang": [sgl], "vllm": []}, over, 1.0, catalog)
+        errs = {}
+        for g in BLACKWELL_GRID:
+            _set(over, 1.0, {"trtllm": g, "sglang": g})
+            errs[g] = (_log_err([trt], predict_rows([trt], catalog)), _log_err([sgl], predict_rows([sgl], catalog)))
+    assert got["trtllm"] == min(BLACKWELL_GRID, key=lambda g: errs[g][0])
+    assert got["sglang"] == min(BLACKWELL_GRID, key=lambda g: errs[g][1])
+    assert got["vllm"] == min(BLACKWELL_GRID, key=lambda g: errs[g][0] + errs[g][1])
+    assert engines._table()["engines"]["trtllm"]["gemm_mamf_scale"] == shipped
 
 
 def test_lm_head_and_router_run_in_bf16(catalog):

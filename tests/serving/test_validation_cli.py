@@ -98,6 +98,7 @@ def test_serving_cross_validation_refits_per_source(validation_dir, tmp_path, ca
     from clustertwin.serving import engines
 
     before = {e: v["step_overhead_ms"] for e, v in engines._table()["engines"].items()}
+    before_bw = {e: dict(v["gemm_mamf_scale"]) for e, v in engines._table()["engines"].items()}
     path, rows = _quick_subset(validation_dir, tmp_path)
     code, out, err = run_cli(capsys, "validate", str(path), "--cv", "source", "--json")
     assert code == 0, err
@@ -106,7 +107,9 @@ def test_serving_cross_validation_refits_per_source(validation_dir, tmp_path, ca
     assert {r["id"] for r in cv["rows"]} == set(QUICK)
     assert {f["fold"] for f in cv["folds"]} == {r["source_group"] for r in rows}
     assert any(c["key"] == "step_overhead_ms" and c["group"] == "trtllm" for c in cv["constants"])
+    assert any(c["key"] == "gemm_mamf_scale" and c["group"] == "blackwell/trtllm" for c in cv["constants"])
     assert {e: v["step_overhead_ms"] for e, v in engines._table()["engines"].items()} == before
+    assert {e: v["gemm_mamf_scale"] for e, v in engines._table()["engines"].items()} == before_bw
 
 
 def test_validate_help_names_every_packaged_set(capsys):

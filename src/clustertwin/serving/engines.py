@@ -32,6 +32,9 @@ class EnginePreset:
     # decode) and of the absorbed MLA decode kernel; a chip not listed keeps its training value
     attention_efficiency: dict[str, float] = field(default_factory=dict)
     mla_decode_efficiency: dict[str, float] = field(default_factory=dict)
+    # share of the catalog MAMF the stack's GEMM kernels reach, per chip (FITTED per engine on a chip
+    # family, see engines.yaml); a chip not listed takes engines.yaml `chips`, else its training value
+    gemm_mamf_scale: dict[str, float] = field(default_factory=dict)
     source: str = ""
     fitted: dict[str, str] = field(default_factory=dict)
 
@@ -60,6 +63,7 @@ def get_engine(name: str) -> EnginePreset:
         default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
         attention_efficiency={k: float(v) for k, v in (d.get("attention_efficiency") or {}).items()},
         mla_decode_efficiency={k: float(v) for k, v in (d.get("mla_decode_efficiency") or {}).items()},
+        gemm_mamf_scale={k: float(v) for k, v in (d.get("gemm_mamf_scale") or {}).items()},
         source=str(d.get("source", "")),
         fitted={k: str(v) for k, v in (d.get("fitted") or {}).items()},
     )

@@ -189,13 +189,14 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         fallback = "fp8" if acc.peak("fp8") > 0 and gdt in ("nvfp4", "int8") else "bf16"
         notes.append(f"{acc.name} has no {gdt} tensor-core peak: GEMMs run at {fallback} (weights stay {wd})")
         gdt = fallback
-    chip = serving_chip_constants(acc.id)
+    # serving GEMM kernels reach a different share of MAMF than the training stacks: the engine's own value
+    # for this chip (Blackwell, fitted per engine), else engines.yaml `chips` (Hopper family), else training's
+    scale = engine.gemm_mamf_scale.get(acc.id, serving_chip_constants(acc.id).get("gemm_mamf_scale"))
 
     def view(dt: str) -> Hardware:
         h = make_hardware(system, scaleout, dt, catalog=catalog)
-        if "gemm_mamf_scale" in chip:
-            # serving GEMM kernels reach a different share of MAMF than the training stacks (engines.yaml chips)
-            h = replace(h, mamf=mamf_for(h.eff.mamf_fraction, dt) * float(chip["gemm_mamf_scale"]))
+        if scale is not None:
+            h = replace(h, mamf=mamf_for(h.eff.mamf_fraction, dt) * float(scale))
         return h
 
     hw = view(gdt)
