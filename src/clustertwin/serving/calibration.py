@@ -118,7 +118,8 @@ def _fit_blackwell(by_engine: dict[str, list[dict]], over: dict[str, float], hop
     family = BLACKWELL_GRID[int(np.argmin(pooled))] if any(bw.values()) else 1.0
     out = {}
     for e, rs in bw.items():
-        out[e] = BLACKWELL_GRID[int(np.argmin([np.mean(x) if x else math.inf for x in errs[e]]))] if rs else family
+        mean_err = [float(np.mean(x)) if x else math.inf for x in errs[e]]
+        out[e] = BLACKWELL_GRID[int(np.argmin(mean_err))] if rs else family
     return out
 
 
@@ -215,7 +216,8 @@ def cross_validate(rows: list[dict], column: str = "source_group", *, catalog=No
                                   and (r.get("gpu_id") or "").strip() in HOPPER)})
     for eng, v in shipped_bw.items():
         spread = [fv[2][eng] for fv in fold_vals]
-        constants.append({"key": "gemm_mamf_scale", "group": f"blackwell/{eng}", "chips": list(BLACKWELL), "unit": "",
+        constants.append({"key": "gemm_mamf_scale", "group": f"blackwell/{eng}",
+                          "chips": [f"{eng} on " + "/".join(BLACKWELL)], "unit": "",
                           "value": v, "refit_all_rows": all_bw[eng], "fold_min": min(spread) if spread else None,
                           "fold_max": max(spread) if spread else None,
                           "rows": sum(1 for r in rows if r.get("scenario_kind") in THROUGHPUT_KINDS
