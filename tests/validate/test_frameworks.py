@@ -224,3 +224,19 @@ def test_version_dates():
     assert _version_key("2024-12 (9dec370)") == pytest.approx(2024.12)
     assert _version_key("26.06") == pytest.approx(2026.06)  # NGC container yy.mm
     assert _version_key("r0.8.0") is None and _version_key("0.14.2") is None and _version_key("") is None
+
+
+@pytest.mark.parametrize("name, version, stack", [
+    ("primus", "v25.9", "megatron-core"),            # no backend named: its Megatron-LM backend, with a note
+    ("Primus-Megatron", "25.9", "megatron-core"),    # AMD's ROCm Megatron-LM docker (Primus backend)
+    ("rocm-megatron-lm", "", "megatron-core"),
+    ("primus-torchtitan", "25.9", "torchtitan-2026"),  # the torchtitan entry and its version rules
+])
+def test_amd_training_framework_names_map_to_their_backend(name, version, stack):
+    """Primus (AMD's ROCm training framework) and the ROCm Megatron-LM names resolve to the preset of the
+    backend they run, never to the closest spelling (difflib put 'primus-megatron' on Megatron-Bridge and
+    'primus' on PyTorch FSDP); only the bare name, which says no backend, carries an assumption note."""
+    fw = stack_for_framework(name.lower(), version)
+    assert fw.stack.id == stack
+    assert ("names no backend" in fw.note) == (name == "primus")
+    assert "closest" not in fw.note
