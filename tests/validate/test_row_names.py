@@ -108,7 +108,8 @@ def test_no_scale_out_on_a_single_node_run(h100):
 
 
 @pytest.mark.parametrize(("prec", "dtype"), [("bf16-mixed", "bf16"), ("amp", "fp16"), ("fp8-e4m3", "fp8"),
-                                             ("fp8-hybrid", "fp8"), ("mxfp4", "nvfp4")])
+                                             ("fp8-hybrid", "fp8"), ("mxfp4", "nvfp4"),
+                                             ("fp8_e4m3fnuz", "fp8"), ("FP8-FNUZ", "fp8")])  # MI300-series FP8
 def test_precision_spellings(prec, dtype):
     d, note = resolve_dtype(prec, DTYPES)
     assert d == dtype and prec in note
