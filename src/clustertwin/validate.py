@@ -145,47 +145,15 @@ def _int(row: dict[str, str], key: str, default: int = 0) -> int:
     return int(round(_num(row, key, default)))
 
 
-# Documented structured fields inside `notes` (validation README): `arch: ...` shape details (head_dim,
-# MLA ranks, MTP depth) and `etp=N`. Nothing else in notes is read.
-_ARCH_KEYS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-
-
-def _arch_segments(notes: str) -> list[str]:
-    """Every documented ``arch:`` segment of a row's notes (up to the next `` | ``)."""
-    return re.findall(r"arch:[^|]*", notes or "")
-
-
-def structured_notes(notes: str) -> str:
-    """The documented structured parts of a row's notes: every ``arch:`` segment (up to the next `` | ``)
-    and every ``etp=N``; the free text around them is never read."""
-    parts = _arch_segments(notes)
-    parts += re.findall(r"\betp\s*=\s*\d+", notes or "", re.IGNORECASE)
-    return " | ".join(p.strip() for p in parts)
-
-
-def _arch_notes(notes: str) -> dict[str, Any]:
-    text = " ".join(_arch_segments(notes))
-    out: dict[str, float] = {}
-    for key in _ARCH_KEYS:
-        m = re.search(rf"\b{key}\s*=\s*(\d+)", text)
-        if m:
-            out[key] = int(m.group(1))
-    m = re.search(r"MTP depth\s*=\s*(\d+)", text, re.IGNORECASE)
-    if m:
-        out["mtp_depth"] = int(m.group(1))
-    m = re.search(r"sliding window (\d+) on alternate layers", text, re.IGNORECASE)
-    if m:  # documented arch detail (validation README: sliding windows); alternate = every other layer
-        out["sliding_window"] = int(m.group(1))
-        out["sliding_window_fraction"] = 0.5
-    if re.search(r"\bclamped (SwiGLU|GLU|GeGLU)\b", text, re.IGNORECASE):  # documented arch detail (GPT-OSS)
-        out["glu_clamp"] = True
-    return out
+# A row is modelled from its columns only: nothing in `notes`, `source`, `source_locator` or the id is read.
+# Architecture details no column holds come from the zoo model the `model` column names (_zoo_arch).
+_WITHOUT_MTP = re.compile(r"\b(w/?o|without|no)[\s-]+MTP\b", re.IGNORECASE)
 
 
 def model_from_row(row: dict[str, str]) -> ModelSpec:
-    """ModelSpec from the CSV columns (+ ``arch:`` details in notes: head_dim, MLA ranks, MTP depth)."""
+    """ModelSpec from the CSV columns (+ the details no column holds from the zoo model the ``model`` column
+    names: head_dim, MLA ranks, MTP depth, sliding window, clamped GLU, linear biases)."""
     swiglu = (row.get("swiglu") or "").strip().lower() in ("yes", "true", "1")
-    arch = _arch_notes(row.get("notes") or "")
     kw: dict[str, Any] = dict(
         num_layers=_int(row, "num_layers"), hidden_size=_int(row, "hidden_size"),
         num_attention_heads=_int(row, "num_attention_heads"), num_kv_heads=_int(row, "num_kv_heads"),
@@ -195,29 +163,25 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
         moe_ffn_hidden_size=_int(row, "moe_ffn_hidden_size"), num_shared_experts=_int(row, "num_shared_experts"),
         num_dense_layers=_int(row, "num_dense_layers"), name=row.get("model") or row["id"],
     )
-    kw.update(arch)
-    kw.update(_zoo_arch(row.get("model") or "", kw, arch)[1])
+    kw.update(_zoo_arch(row.get("model") or "", kw)[1])
     if kw.get("kv_lora_rank"):
         kw["num_kv_heads"] = kw["num_attention_heads"]
     return ModelSpec(id=row["id"], **kw)
 
 
 # Architecture details no column carries, taken from the zoo model the ``model`` column names when the row's
-# shape columns are that model's (as blank shape columns are: _fill_shape_from_zoo), each only where the
-# row's documented ``arch:`` segment does not give it. Not the MTP depth: the row's model label says
-# whether its run has the MTP layer ("(w/o MTP)"), and its arch segment gives the depth when it does.
+# shape columns are that model's (as blank shape columns are: _fill_shape_from_zoo). The MTP depth too, unless
+# the model label says the run has no MTP layer (Megatron-Bridge's "DeepSeek-V3 (w/o MTP)").
 _ZOO_FLAGS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-              "sliding_window", "sliding_window_fraction", "glu_clamp", "linear_bias")
+              "mtp_depth", "sliding_window", "sliding_window_fraction", "glu_clamp", "linear_bias")
 _ZOO_MATCH = ("num_layers", "hidden_size", "num_attention_heads", "num_experts", "moe_ffn_hidden_size")
 
 
-def _zoo_arch(name: str, kw: dict[str, Any], arch: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """(zoo id, details): the architecture details (head_dim, MLA ranks, sliding window, clamped GLU,
-    linear biases) of the zoo model the row's ``model`` column names (catalog/names.py ``resolve_model_ref``),
-    when that model has the row's layers, hidden size, heads, experts and expert width, for each detail the
-    row's ``arch:`` segment does not give; ("", {}) otherwise (an unknown name or another architecture keeps
-    the defaults)."""
-    arch = arch or {}
+def _zoo_arch(name: str, kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(zoo id, details): the architecture details (head_dim, MLA ranks, MTP depth, sliding window, clamped
+    GLU, linear biases) of the zoo model the row's ``model`` column names (catalog/names.py
+    ``resolve_model_ref``), when that model has the row's layers, hidden size, heads, experts and expert width;
+    ("", {}) otherwise (an unknown name or another architecture keeps the defaults)."""
     if not name.strip():
         return "", {}
     from .catalog.names import resolve_model_ref
@@ -232,8 +196,10 @@ def _zoo_arch(name: str, kw: dict[str, Any], arch: dict[str, Any] | None = None)
     m = table[mid]
     if any(int(getattr(m, c) or 0) != int(kw.get(c) or 0) for c in _ZOO_MATCH):
         return "", {}
-    got = {f: getattr(m, f) for f in _ZOO_FLAGS if f not in arch and getattr(m, f)}
-    mla = kw.get("kv_lora_rank") or arch.get("kv_lora_rank") or got.get("kv_lora_rank")
+    got = {f: getattr(m, f) for f in _ZOO_FLAGS if getattr(m, f)}
+    if _WITHOUT_MTP.search(name):
+        got.pop("mtp_depth", None)
+    mla = kw.get("kv_lora_rank") or got.get("kv_lora_rank")
     if "head_dim" in got and (mla or got["head_dim"] * int(kw.get("num_attention_heads") or 0)
                               == int(kw.get("hidden_size") or 0)):
         del got["head_dim"]  # the default h / a already, or unused (MLA's head dims are its own)
@@ -243,7 +209,7 @@ def _zoo_arch(name: str, kw: dict[str, Any], arch: dict[str, Any] | None = None)
 def _zoo_arch_note(out: dict[str, str]) -> str:
     """What ``model_from_row`` takes from the zoo model the row's ``model`` column names ("" if nothing)."""
     kw = {c: _int(out, c) for c in _ZOO_MATCH}
-    mid, got = _zoo_arch(out.get("model") or "", kw, _arch_notes(out.get("notes") or ""))
+    mid, got = _zoo_arch(out.get("model") or "", kw)
     if not got:
         return ""
     return (f"architecture details no column gives taken from the zoo model {mid!r} (the row's model column "
@@ -305,8 +271,7 @@ def plan_from_row(row: dict[str, str]) -> ParallelPlan:
     zero = _int(row, "zero_stage")
     fsdp = _int(row, "fsdp") == 1
     tp = _int(row, "tp", 1)
-    etp_m = re.search(r"\betp\s*=\s*(\d+)", structured_notes(row.get("notes") or ""), re.IGNORECASE)
-    etp = int(etp_m.group(1)) if etp_m else 1
+    etp = _int(row, "etp", 1)  # an optional column; the published set has none (its README: etp 1)
     return make_plan(
         gpus=_int(row, "num_gpus"), tp=tp, pp=_int(row, "pp", 1), dp=_int(row, "dp", 1), cp=_int(row, "cp", 1),
         ep=_int(row, "ep", 1), etp=etp, vpp=_virtual_stages(row, fw), micro_batch=_int(row, "micro_batch", 1),

@@ -128,10 +128,10 @@ def test_grouped_gemm_shape_model_against_published_kernel_measurements(catalog)
 
 
 def test_sliding_window_layers_attend_to_the_window_only(catalog):
-    """GPT-OSS: alternate layers attend to the last 128 tokens (validation README `arch:` detail)."""
+    """GPT-OSS: alternate layers attend to the last 128 tokens (the zoo model a row's `model` column names)."""
     from clustertwin.errors import InputError
     from clustertwin.sim.components import attention
-    from clustertwin.validate import _arch_notes
+    from clustertwin.validate import model_from_row
 
     full = QWEN3_30B
     swa = full.with_(sliding_window=128, sliding_window_fraction=0.5)
@@ -140,8 +140,12 @@ def test_sliding_window_layers_attend_to_the_window_only(catalog):
     # half the layers keep the full causal cost, the windowed half costs a small fraction of it
     assert 0.5 * float(c_full.fwd_s) < float(c_swa.fwd_s) < 0.7 * float(c_full.fwd_s)
     assert 0.5 * float(c_full.bwd_s) < float(c_swa.bwd_s) < 0.7 * float(c_full.bwd_s)
-    assert _arch_notes("arch: head_dim=64; sliding window 128 on alternate layers | x") == {
-        "head_dim": 64, "sliding_window": 128, "sliding_window_fraction": 0.5}
+    row = {"id": "x", "model": "GPT-OSS-120B", "num_layers": "36", "hidden_size": "2880", "num_attention_heads": "64",
+           "num_kv_heads": "8", "ffn_hidden_size": "2880", "vocab_size": "201088", "swiglu": "yes",
+           "num_experts": "128", "moe_topk": "4", "moe_ffn_hidden_size": "2880",
+           "notes": "arch: sliding window 64 on alternate layers"}  # notes are never read
+    m = model_from_row(row)
+    assert (m.head_dim, m.sliding_window, m.sliding_window_fraction) == (64, 128, 0.5)
     with pytest.raises(InputError, match="sliding_window"):
         full.with_(sliding_window_fraction=0.5)
 
@@ -196,12 +200,12 @@ def test_clamped_glu_adds_megatrons_eager_clamp_and_cat_passes(catalog):
     assert float(clamped.mem_bwd_s - plain.mem_bwd_s) == pytest.approx(float(mem_time(st_in.hw, 6.0 * u, 2)))
     assert float(clamped.recompute_fwd_s - plain.recompute_fwd_s) == pytest.approx(float(mem_time(st_in.hw, 8.0 * u, 3)))
     assert clamped.fwd_s == pytest.approx(plain.fwd_s)  # the GEMMs are the same
-    # the validation rows say so in their documented `arch:` segment, and the zoo entry carries it
-    row = {"id": "x", "num_layers": "36", "hidden_size": "2880", "num_attention_heads": "64", "num_kv_heads": "8",
-           "ffn_hidden_size": "2880", "vocab_size": "201088", "swiglu": "yes", "num_experts": "128", "moe_topk": "4",
-           "moe_ffn_hidden_size": "2880", "notes": "free text clamped SwiGLU | arch: head_dim=64; clamped SwiGLU"}
+    # a row takes it from the zoo model its model column names, never from its notes
+    row = {"id": "x", "model": "GPT-OSS-120B", "num_layers": "36", "hidden_size": "2880", "num_attention_heads": "64",
+           "num_kv_heads": "8", "ffn_hidden_size": "2880", "vocab_size": "201088", "swiglu": "yes",
+           "num_experts": "128", "moe_topk": "4", "moe_ffn_hidden_size": "2880", "notes": ""}
     assert model_from_row(row).glu_clamp
-    assert not model_from_row({**row, "notes": "clamped SwiGLU (free text only) | arch: head_dim=64"}).glu_clamp
+    assert not model_from_row({**row, "model": "my-own-moe", "notes": "arch: head_dim=64; clamped SwiGLU"}).glu_clamp
     from clustertwin.workload import get_model
 
     assert get_model("gpt-oss-120b").glu_clamp and get_model("gpt-oss-120b").head_dim == 64

@@ -13,7 +13,6 @@ from clustertwin.validate import (
     _virtual_stages,
     by_table,
     framework_for_row,
-    structured_notes,
     validate_file,
     validate_rows,
 )
@@ -26,7 +25,8 @@ def _rows(validation_dir, name="training.csv"):
 
 
 def test_predictions_ignore_source_locator_notes_and_ids(validation_dir):
-    """Replacing source, source_locator, the free text of notes and the ids changes no prediction."""
+    """Replacing source, source_locator, notes (even with arch:/etp= look-alikes) and the ids changes no
+    prediction: a row is modelled from its columns only."""
     rows = _rows(validation_dir)
     base = validate_rows(rows)
     scrambled = []
@@ -35,7 +35,8 @@ def test_predictions_ignore_source_locator_notes_and_ids(validation_dir):
         s["id"] = f"row-{len(rows) - i}"
         s["source"] = "arXiv:2104.04473 arXiv:2407.21783 someone else's paper"
         s["source_locator"] = "Table 9, virtual_pipeline = 1 is a placeholder; CP uses all-gather"
-        s["notes"] = "virtual_pipeline = 1 is a placeholder | CP uses all-gather | " + structured_notes(r["notes"])
+        s["notes"] = ("virtual_pipeline = 1 is a placeholder | CP uses all-gather | arch: head_dim=80 MTP depth=3 "
+                      "sliding window 64 on alternate layers; clamped SwiGLU | etp=4")
         s["inferred_fields"] = "virtual_pipeline=1 is a placeholder"
         scrambled.append(s)
     other = validate_rows(scrambled)

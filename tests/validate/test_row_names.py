@@ -166,10 +166,11 @@ def test_public_rows_resolve_unchanged(validation_dir):
             resolved, notes = resolve_row(row, cat)
             zoo = [n for n in notes if n.startswith("architecture details no column gives")]
             assert resolved == row and notes == zoo, row["id"]
-            # the only detail the public rows' arch: segments leave out: GPT-OSS's linear biases
-            assert zoo == (["architecture details no column gives taken from the zoo model 'gpt-oss-120b' "
-                            "(the row's model column 'GPT-OSS-120B'): linear_bias True"]
-                           if row["model"] == "GPT-OSS-120B" else []), row["id"]
+            # the details no column holds come from the zoo model the model column names, and say so
+            if row["model"].startswith(("GPT-OSS", "DeepSeek", "Qwen3-30B", "Qwen3-235B")):
+                assert len(zoo) == 1 and f"(the row's model column {row['model']!r})" in zoo[0], row["id"]
+            else:
+                assert zoo == [], row["id"]
 
 
 def test_collective_rows_with_published_names(validation_dir):
@@ -217,23 +218,23 @@ def test_blank_sp_zero_recompute_take_the_framework_default_with_a_note(validati
 
 
 def test_architecture_details_no_column_gives_come_from_the_zoo_model_the_row_names(validation_dir):
-    """A row whose notes carry no ``arch:`` segment (another source's run of a zoo model) gets the details
-    the columns cannot hold from the zoo model its ``model`` column names, when its shape is that model's:
-    the same prediction as the row with its arch segment, MTP excepted (the label decides it)."""
+    """A row gets the details the columns cannot hold from the zoo model its ``model`` column names, when its
+    shape is that model's, whatever its notes say: the MTP layer too, unless the label says "(w/o MTP)"."""
     from clustertwin.validate import model_from_row
 
     rows = {r["id"]: r for r in _rows(validation_dir, "training")}
-    for rid in ("mbridge-249", "mbridge-93", "mbridge-50"):  # DeepSeek-V3 (w/o MTP), GPT-OSS-120B, Qwen3-30B
-        row = rows[rid]
+    for rid in ("mbridge-249", "mbridge-41", "mbridge-93", "mbridge-50"):  # DeepSeek-V3 (w/o MTP), DeepSeek-V3,
+        row = rows[rid]                                                    # GPT-OSS-120B, Qwen3-30B
         bare = dict(row, notes="")
         assert model_from_row(bare) == model_from_row(row), rid
         assert validate_rows([bare]).rows[0].predicted == pytest.approx(validate_rows([row]).rows[0].predicted)
     ds = model_from_row(dict(rows["mbridge-249"], notes=""))
     assert ds.is_mla and ds.kv_lora_rank == 512 and ds.mtp_depth == 0
+    assert model_from_row(dict(rows["mbridge-41"], notes="")).mtp_depth == 1
     oss = model_from_row(dict(rows["mbridge-93"], notes=""))
     assert oss.head_dim == 64 and oss.sliding_window == 128 and oss.glu_clamp and oss.linear_bias
-    # the row's own arch segment wins; another shape or an unknown name takes nothing from the zoo
-    assert model_from_row(dict(rows["mbridge-93"], notes="arch: head_dim=80")).head_dim == 80
+    # notes are never read; another shape or an unknown name takes nothing from the zoo
+    assert model_from_row(dict(rows["mbridge-93"], notes="arch: head_dim=80")).head_dim == 64
     for cols in ({"num_layers": "24"}, {"model": "my-own-moe"}):
         other = model_from_row(dict(rows["mbridge-93"], notes="", **cols))
         assert not (other.linear_bias or other.glu_clamp or other.sliding_window)
