@@ -452,26 +452,31 @@ def predict_serving_row(row: dict, catalog) -> RowPrediction:
     if kind == "latency-band" and extras["tps_band"]:
         est = decode_at_speed(inst, wl.input_len, wl.output_len, extras["tps_band"])
         return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
-    if wl.scenario in ("server", "interactive") and (wl.ttft_slo_s or wl.tpot_slo_s):
-        from .simulate import max_throughput_under_slo
-
-        est = max_throughput_under_slo(inst, wl, seed=0)
-        return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
-    if wl.scenario in ("server", "interactive"):
-        assumed.append("latency bounds not stated: modelled as offline (saturated) throughput")
-    if extras["requests"]:
+    _note_unbounded(wl, assumed)
+    if extras["requests"] and not _latency_bound(wl):
         # a finite benchmark run (trtllm-bench: N requests at t = 0): simulate it, ramp-down included
         from .simulate import offline_run
 
         replicas = max(1, extras["num_gpus"] // inst.gpus)
         est = offline_run(inst, wl, extras["requests"], replicas)
         return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
-    est = offline(inst, wl.input_len, wl.output_len)
+    est = _throughput(inst, wl)
     return RowPrediction(est.tokens_per_s_per_gpu, tuple(assumed), est)
 
 
+def _latency_bound(wl) -> bool:
+    """A server / interactive row with a stated (or MLPerf-rule) TTFT or TPOT bound."""
+    return wl.scenario in ("server", "interactive") and bool(wl.ttft_slo_s or wl.tpot_slo_s)
+
+
+def _note_unbounded(wl, notes: list[str]) -> None:
+    if wl.scenario in ("server", "interactive") and not _latency_bound(wl):
+        notes.append("latency bounds not stated: modelled as offline (saturated) throughput")
+
+
 def _throughput(inst, wl) -> ServingEstimate:
-    if wl.scenario in ("server", "interactive") and (wl.ttft_slo_s or wl.tpot_slo_s):
+    """The row's throughput on one layout: the most load that meets its latency bounds, else saturated."""
+    if _latency_bound(wl):
         from .simulate import max_throughput_under_slo
 
         return max_throughput_under_slo(inst, wl, seed=0)
@@ -497,8 +502,7 @@ def _best_default_tp(model, system, scaleout, dep, wl, engine, extras, assumed, 
     notes = list(assumed)
     notes.append(f"TP{tp}" + (f"xPP{pp}" if pp > 1 else "") + f" chosen of {names}: the most tokens/s per GPU "
                  + ("under the row's latency bounds" if wl.scenario != "offline" else "offline"))
-    if wl.scenario in ("server", "interactive") and not (wl.ttft_slo_s or wl.tpot_slo_s):
-        notes.append("latency bounds not stated: modelled as offline (saturated) throughput")
+    _note_unbounded(wl, notes)
     return RowPrediction(est.tokens_per_s_per_gpu, tuple(notes), est)
 
 
