@@ -208,8 +208,9 @@ def test_cross_validation_linear_moe_stall(validation_dir):
 
 
 @pytest.mark.parametrize(("framework", "version", "stack"), [
-    # Megatron-LM from 2023 (and its release tags, which name no date) runs on Megatron-Core
-    ("megatron-lm", "2023", "megatron-core"), ("megatron-lm", "core_r0.9.0", "megatron-core"),
+    # Megatron-LM from 2023 (and its release tags, which name no date) runs on Megatron-Core, with its own
+    # FP32 gradient default (the megatron-lm preset)
+    ("megatron-lm", "2023", "megatron-lm"), ("megatron-lm", "core_r0.9.0", "megatron-lm"),
     ("megatron-lm", "2022-11", "megatron-lm-2022"), ("megatron-deepspeed", "2022", "megatron-lm-2022"),
     # DeepSpeed after the SC'21 comparison: FlashAttention models, overlapped prefetching ZeRO-3
     ("deepspeed", "0.14.2", "deepspeed"), ("deepspeed", "2023", "deepspeed"),
@@ -241,3 +242,26 @@ def test_amd_training_framework_names_map_to_their_backend(name, version, stack)
     assert fw.stack.id == stack
     assert ("names no backend" in fw.note) == (name == "primus")
     assert "closest" not in fw.note
+
+
+def test_megatron_lm_scripts_keep_fp32_gradients():
+    """Megatron-LM's training scripts force FP32 gradient accumulation / reduction with --bf16
+    (megatron/training/arguments.py); the Megatron-Bridge recipes reduce in BF16. Otherwise the same engine."""
+    import dataclasses
+
+    mlm, mcore = STACKS["megatron-lm"], STACKS["megatron-core"]
+    assert mlm.grad_reduce_bytes == 4 and mcore.grad_reduce_bytes == 2
+    same = {"id", "description", "source", "grad_reduce_bytes"}
+    assert all(getattr(mlm, f.name) == getattr(mcore, f.name) for f in dataclasses.fields(mlm) if f.name not in same)
+    row = {"id": "t", "model": "llama2-7b", "num_layers": "32", "hidden_size": "4096", "num_attention_heads": "32",
+           "ffn_hidden_size": "11008", "vocab_size": "32000", "swiglu": "yes", "seq_len": "2048",
+           "global_batch": "128", "micro_batch": "2", "tp": "1", "pp": "1", "dp": "8", "cp": "1", "zero_stage": "1",
+           "recompute": "none", "precision": "bf16", "gpu": "h800", "system": "dgx-h800", "num_gpus": "8",
+           "framework": "megatron-lm", "framework_version": "2023-09", "measured_memory_gb_per_gpu": "70"}
+    from clustertwin.catalog import load_catalog
+    from clustertwin.validate import _estimate_row
+
+    cat = load_catalog()
+    g = {fw: _estimate_row(dict(row, framework=fw), cat, "analytical").memory_breakdown_gb["gradients"]
+         for fw in ("megatron-lm", "megatron-core")}
+    assert g["megatron-lm"] == pytest.approx(2 * g["megatron-core"], rel=1e-6)  # 4 B vs 2 B per parameter

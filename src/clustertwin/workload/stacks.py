@@ -263,6 +263,22 @@ register_stack(replace(
            "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True, "
            "use_megatron_fsdp for the FSDP recipes); docs/performance-summary.md",
 ))
+# Megatron-LM's own training scripts (pretrain_gpt.py, 2023 on, built on Megatron-Core): the megatron-core
+# engine settings, but with --bf16 megatron/training/arguments.py forces FP32 gradient accumulation and
+# reduction ("bfloat16 requires gradient accumulation and all-reduce to be done in fp32":
+# accumulate_allreduce_grads_in_fp32 = True unless --grad-reduce-in-bf16), so the DDP gradient buffer holds
+# 4 B per parameter (tools/get_training_info/README.md prints "Gradients: 24.7GB" for 6.64 B parameters).
+# The Megatron-Bridge / NeMo recipes (megatron-core / megatron-bridge presets) set grad_reduce_in_fp32=False.
+register_stack(replace(
+    _MEGATRON_CORE,
+    id="megatron-lm",
+    description="Megatron-LM training scripts on Megatron-Core (2023+): the megatron-core settings with FP32 "
+                "gradient accumulation and reduce-scatter (Megatron-LM's --bf16 default)",
+    source="NVIDIA/Megatron-LM megatron/training/arguments.py (args.bf16: 'bfloat16 requires gradient "
+           "accumulation and all-reduce to be done in fp32', accumulate_allreduce_grads_in_fp32 = True unless "
+           "--grad-reduce-in-bf16); tools/get_training_info/README.md (Gradients 4 B per parameter)",
+    grad_reduce_bytes=4,
+))
 register_stack(
     SoftwareStack(
         id="deepspeed-zero3-2021",
