@@ -30,3 +30,21 @@ def test_every_best_known_run_is_a_faster_run_of_a_row_job(validation_dir):
         assert all(float(k["tokens_per_s_per_gpu"]) > float(r["published_value"]) for r in jobs[key])
         lay = {c: int(k[c]) for c in ("micro_batch", "tp", "pp", "vpp", "ep")}
         assert all(v >= 1 for v in lay.values()) and int(k["num_gpus"]) % (lay["tp"] * lay["pp"]) == 0
+
+
+def test_realism_reason_classifies_from_published_figures():
+    import importlib.util
+
+    path = KNOWN.parents[1] / "bench_planner_realism.py"
+    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # a later run 2.8x the row, best plan 0.80 of it: shown reason, whatever the own-layout error
+    assert mod.reason(2.23, 0.97, 2.80, 0.80)[0] == "later-run"
+    assert mod.reason(2.31, 1.34, 2.25, 1.03)[0] == "later-run"
+    # a later run exists but the best plan is still far above it, and the model is 1.27x at the row's layout
+    assert mod.reason(1.33, 1.27, 1.01, 1.31)[0] == "own-layout"
+    # neither: the search's own gain
+    cat, text = mod.reason(1.52, 0.97, 1.0, 1.52)
+    assert cat == "open" and "1.57x" in text
+    assert set(mod.REASONS) == {"later-run", "own-layout", "open"}
