@@ -19,7 +19,7 @@ from typing import Any
 from .errors import InputError
 from .sim.machine import uncalibrated_note  # noqa: F401  (re-exported)
 from .userfiles import is_file
-from .workload.model import ModelSpec
+from .workload.model import REAL_ROUTING_LOAD_IMBALANCE, ModelSpec
 from .workload.plan import ParallelPlan, make_plan
 from .workload.stacks import FrameworkStack, SoftwareStack, stack_for_framework
 
@@ -148,6 +148,16 @@ def _int(row: dict[str, str], key: str, default: int = 0) -> int:
 # A row is modelled from its columns only: nothing in `notes`, `source`, `source_locator` or the id is read.
 # Architecture details no column holds come from the zoo model the `model` column names (_zoo_arch).
 _WITHOUT_MTP = re.compile(r"\b(w/?o|without|no)[\s-]+MTP\b", re.IGNORECASE)
+# A model label that says the routing was real, not force-balanced: Megatron-MoE-ModelZoo's "(dropless)" as
+# against its "(forced balance)" (the validation README: benchmark MoE rows force balance unless labelled), or
+# "real routing" / "unbalanced". A label that also says forced / balanced keeps balanced routing.
+_REAL_ROUTING = re.compile(r"\b(dropless|real[\s-]+routing|unbalanced)\b", re.IGNORECASE)
+_FORCED_BALANCE = re.compile(r"\b(forced|force[\s-]+balanced?|balanced)\b", re.IGNORECASE)
+
+
+def real_routing(label: str) -> bool:
+    """True where the ``model`` label says the run routed tokens with its real router (load imbalance)."""
+    return bool(_REAL_ROUTING.search(label or "")) and not _FORCED_BALANCE.search(label or "")
 
 
 def model_from_row(row: dict[str, str]) -> ModelSpec:
@@ -164,6 +174,8 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
         num_dense_layers=_int(row, "num_dense_layers"), name=row.get("model") or row["id"],
     )
     kw.update(_zoo_arch(row.get("model") or "", kw)[1])
+    if kw.get("num_experts") and real_routing(row.get("model") or ""):
+        kw["moe_load_imbalance"] = REAL_ROUTING_LOAD_IMBALANCE
     if kw.get("kv_lora_rank"):
         kw["num_kv_heads"] = kw["num_attention_heads"]
     return ModelSpec(id=row["id"], **kw)
@@ -616,7 +628,7 @@ def row_notes(row: dict[str, str], catalog) -> str:
         resolved, notes = resolve_row(row, catalog)
     except InputError:
         resolved, notes = row, []
-    notes = notes + [framework_for_row(resolved).note, _stack_notes(resolved)]
+    notes = notes + [framework_for_row(resolved).note, _stack_notes(resolved), _routing_note(resolved)]
     try:
         notes.append(_hardware(resolved, catalog)[2])
         system, _ = _row_hardware(resolved, catalog)
@@ -624,6 +636,13 @@ def row_notes(row: dict[str, str], catalog) -> str:
     except InputError:
         pass
     return "; ".join(n for n in notes if n)
+
+
+def _routing_note(row: dict[str, str]) -> str:
+    if not (_int(row, "num_experts") and real_routing(row.get("model") or "")):
+        return ""
+    return (f"real (not force-balanced) MoE routing, as the model label says: EP-rank load imbalance "
+            f"{REAL_ROUTING_LOAD_IMBALANCE:g} (max / mean, derived from Megatron-MoE-ModelZoo's forced / dropless pairs)")
 
 
 def _check_row_plan(model: ModelSpec, plan: ParallelPlan) -> None:

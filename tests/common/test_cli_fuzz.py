@@ -104,7 +104,7 @@ ESTIMATE = {
     "--dtype": _mix(["bf16", "fp8", "fp16"]), "--stack": _mix(["megatron-core", "pytorch-fsdp"]),
     "--layers": small_int, "--hidden": _mix(["512", "1024"], HOSTILE_INT), "--heads": small_int,
     "--kv-heads": small_int, "--ffn": _mix(["2048"], HOSTILE_INT), "--vocab": _mix(["32000"], HOSTILE_INT),
-    "--experts": tiny_count, "--topk": tiny_count, "--fabric": ids_fabric,
+    "--experts": tiny_count, "--topk": tiny_count, "--moe-load-imbalance": any_float, "--fabric": ids_fabric,
     "--engine": _mix(["analytical", "event"]), "--straggler": _mix(["stage=0,compute=1.2"], HOSTILE_TEXT),
     "--network": _mix(["analytical", "flow"]), "--routing": _mix(["ecmp", "spray"]),
     "--oversubscription": any_float, "--fail-links": tiny_count, "--seed": small_int,

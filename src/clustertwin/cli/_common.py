@@ -85,9 +85,13 @@ SwigluOpt = Annotated[bool | None, typer.Option("--swiglu/--gelu", help="Custom 
 ExpertsOpt = _shape("--experts", "Custom model: routed experts.")
 TopkOpt = _shape("--topk", "Custom model: experts per token.")
 ExpertFfnOpt = _shape("--expert-ffn", "Custom model: expert FFN width.")
+MoeImbalanceOpt = _shape("--moe-load-imbalance", "MoE routing: max / mean token load of the EP ranks per MoE layer "
+                         "(default 1: force-balanced, as published benchmarks run; 1.75: real routing, measured on "
+                         "Qwen3-235B, docs/modelling.md).", float)
 SHAPE_FIELDS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
                 "kv_heads": "num_kv_heads", "ffn": "ffn_hidden_size", "vocab": "vocab_size", "swiglu": "swiglu",
-                "experts": "num_experts", "topk": "moe_topk", "expert_ffn": "moe_ffn_hidden_size"}
+                "experts": "num_experts", "topk": "moe_topk", "expert_ffn": "moe_ffn_hidden_size",
+                "moe_load_imbalance": "moe_load_imbalance"}
 
 
 def model_with_shape(model: str | None, **flags: Any) -> str | dict | None:
@@ -101,6 +105,8 @@ def model_with_shape(model: str | None, **flags: Any) -> str | dict | None:
     if not shape:
         return model
     for k, v in flags.items():
+        if k == "moe_load_imbalance":
+            continue  # a ratio: ModelSpec checks its range and names the field
         if v is not None and not isinstance(v, bool) and v < 1:
             raise InputError(f"--{k.replace('_', '-')} must be a positive integer, got {v}",
                              hint="model sizes are counts of layers, heads or features")

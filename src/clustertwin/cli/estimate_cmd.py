@@ -22,6 +22,7 @@ from ._common import (
     KvHeadsOpt,
     LayersOpt,
     MemoryMarginOpt,
+    MoeImbalanceOpt,
     NetOversubOpt,
     NetTopologyOpt,
     NetworkOpt,
@@ -152,6 +153,7 @@ def estimate_cmd(
     experts: ExpertsOpt = None,
     topk: TopkOpt = None,
     expert_ffn: ExpertFfnOpt = None,
+    moe_load_imbalance: MoeImbalanceOpt = None,
     engine: EngineOpt = "analytical",
     trace: Annotated[Path | None, typer.Option("--trace", help="Write a Chrome trace-event JSON (Perfetto); needs --engine event.")] = None,
     schedule: Annotated[str | None, typer.Option("--schedule", help="Pipeline schedule for --engine event: 1f1b | interleaved | zb-h1 | gpipe.")] = None,
@@ -174,7 +176,8 @@ def estimate_cmd(
     from .. import api
 
     model = model_with_shape(model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,  # type: ignore[assignment]
-                             vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn)
+                             vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn,
+                             moe_load_imbalance=moe_load_imbalance)
 
     cat = catalog_from(catalog)
     plan_kw = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "zero": zero, "fsdp": fsdp,

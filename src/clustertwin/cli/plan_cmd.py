@@ -26,6 +26,7 @@ from ._common import (
     KvHeadsOpt,
     LayersOpt,
     MemoryMarginOpt,
+    MoeImbalanceOpt,
     OversubOpt,
     StackOpt,
     SwigluOpt,
@@ -88,6 +89,7 @@ def plan_cmd(
     experts: ExpertsOpt = None,
     topk: TopkOpt = None,
     expert_ffn: ExpertFfnOpt = None,
+    moe_load_imbalance: MoeImbalanceOpt = None,
     from_row: Annotated[str | None, typer.Option("--from-row", help="Plan the job of a validation row, FILE.csv:ID (or training:ID for the packaged set): model shape, system, GPUs, global batch, seq len, precision and framework from the row; compares with the row's layout and measured tokens/s (not stored).")] = None,
     json_: JsonOpt = False,
     catalog: CatalogOpt = None,
@@ -98,7 +100,8 @@ def plan_cmd(
     (--layers --hidden --heads ... alone, or on top of --model to change a zoo model).
     """
     shaped = model_with_shape(model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn=ffn,
-                              vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn)
+                              vocab=vocab, swiglu=swiglu, experts=experts, topk=topk, expert_ffn=expert_ffn,
+                              moe_load_imbalance=moe_load_imbalance)
     if from_row is not None and shaped is not model:
         raise InputError("--from-row takes the model shape from the row; do not also pass shape flags",
                          hint="drop --layers/--hidden/... or plan without --from-row")

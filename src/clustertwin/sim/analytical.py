@@ -438,8 +438,12 @@ def moe_assumptions(model: ModelSpec, hw: Hardware) -> list[str]:
     """What the MoE cost model assumes (sim/components/moe.py), for every estimate of an MoE model."""
     if not model.is_moe:
         return []
+    imb = float(getattr(model, "moe_load_imbalance", 1.0) or 1.0)
+    routing = ("MoE: balanced routing, no load imbalance (the published MoE benchmarks force balance)" if imb <= 1.0
+               else f"MoE: real routing, the most-loaded EP rank carries {imb:g}x the mean token load (its experts, "
+                    "activations and all-to-all set each MoE layer's pace)")
     return [
-        "MoE: balanced routing, no load imbalance (the published MoE benchmarks force balance)",
+        routing,
         f"MoE: {hw.eff.moe_host_layer_s * 1e3:.2f} ms of GPU idle per MoE layer per micro-batch at the dispatcher's "
         "device-to-host sync (fitted per host platform on Megatron runs; a CUDA-graphed or sync-free "
         "dispatcher is faster)",

@@ -17,6 +17,16 @@ from typing import Any
 from ..errors import InputError, UnknownNameError
 from ..userfiles import is_file
 
+# Load imbalance of real (not force-balanced) dropless routing: max / mean token load of the EP ranks of one
+# MoE layer (ModelSpec.moe_load_imbalance; sim/components/moe.py "Routing" gives the derivation). DERIVED from
+# the published forced-balance / dropless pairs of one configuration at four sequence lengths
+# (NVIDIA Megatron-MoE-ModelZoo best_practice/qwen3/readme.md, "Long Context": Qwen3-235B-A22B, 256 H100,
+# TP4 PP8 VPP4 EP8, DeepEP, GBS 256; TFLOPS 295/237, 335/277, 368/320, 389/357 at 16K/32K/64K/128K): the value
+# for which this model's step-time ratio equals the published one is 1.70 / 1.76 / 1.79 / 1.77 (the ratios
+# fall from 1.25 to 1.09 only because attention's share grows with the sequence); 1.75 is their mean, rounded.
+# ASSUMED the same for other models, EP sizes and tokens per rank (no other published pair found).
+REAL_ROUTING_LOAD_IMBALANCE = 1.75
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSpec:
@@ -65,6 +75,9 @@ class ModelSpec:
     sliding_window_fraction: float = 0.0  # share of the layers with the window (GPT-OSS: alternate = 0.5)
     glu_clamp: bool = False  # clamped gated activation (GPT-OSS)
     linear_bias: bool = False  # biases on the linear layers (GPT-OSS); priced on the routed experts' fc2
+    # routing of the run (sim/components/moe.py): max / mean token load of the EP ranks of one MoE layer and
+    # micro-batch; 1 = balanced (benchmarks that force load balance), > 1 = the router's real load imbalance
+    moe_load_imbalance: float = 1.0
     source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -173,6 +186,10 @@ def _check_model(m: ModelSpec) -> None:
             f"num_attention_heads ({m.num_attention_heads}) is not a multiple of num_kv_heads ({m.num_kv_heads})",
             "grouped-query attention needs heads divisible by KV heads",
         )
+    imb = m.moe_load_imbalance
+    if isinstance(imb, bool) or not isinstance(imb, int | float) or not (1.0 <= imb <= 16.0):
+        bad(f"moe_load_imbalance = {imb!r} must be a number between 1 (balanced routing) and 16",
+            "it is the max / mean token load of the EP ranks per MoE layer; 1 for force-balanced benchmark runs")
     if m.is_moe:
         if not (0 < m.moe_topk <= m.num_experts):
             bad(f"moe_topk ({m.moe_topk}) must be between 1 and num_experts ({m.num_experts})", "set moe_topk")

@@ -77,11 +77,22 @@ keeps 1/t of the capacity slots
 (``drop_tokens``) for the all-to-all and its experts. The expert buffers travel as one plain all-to-all
 (no token deduplication across domains).
 
-Routing: balanced (every local expert gets the same m). The published MoE benchmarks force balanced
-routing (``--moe-router-force-load-balancing``; validation README), so no imbalance factor is applied;
-with a capacity factor and padding to capacity (``tokendrop`` runs) m is the capacity, which under
-balanced routing is the same m. Dropless runs with real routing are slower than this by their load
-imbalance (ASSUMPTION: not modelled; MODELLING.md §3 found no published distribution).
+Routing: balanced by default (every local expert gets the same m). The published MoE benchmarks force balanced
+routing (``--moe-router-force-load-balancing``; validation README); with a capacity factor and padding to
+capacity (``tokendrop`` runs) m is the capacity, which under balanced routing is the same m. A run with its
+real router (``ModelSpec.moe_load_imbalance`` = u > 1: the max / mean token load of the EP ranks of one MoE
+layer) waits in every MoE layer for its most-loaded rank: that rank's expert GEMMs see u*m tokens, its
+received-token re-sort, activation, casts and fc2 bias run over u times the rows, and its all-to-all
+receive (dispatch) and send (combine) carry u times the balanced bytes, which bound the collective. The
+router, the sender-side permutation of the rank's own T tokens, shared experts, attention and the host
+stall do not change. DeepSpeed-MoE's fixed capacity buffers drop an over-subscribed expert's excess
+instead of waiting (u ignored). The value the validator uses for real routing,
+``workload.model.REAL_ROUTING_LOAD_IMBALANCE`` = 1.75, is derived from NVIDIA Megatron-MoE-ModelZoo's
+forced-balance / dropless pairs (best_practice/qwen3/readme.md "Long Context": Qwen3-235B-A22B, 256 H100,
+TP4 PP8 VPP4 EP8, 16K-128K tokens, the same 16,384 tokens per rank and micro-batch at every length): this
+model reproduces the published step ratios 1.245 / 1.209 / 1.150 / 1.090 with u = 1.70 / 1.76 / 1.79 / 1.77
+(one value for all four, though the ratios fall as attention's share grows: evidence for the mechanism).
+ASSUMED the same for other models, EP sizes and tokens per rank (no other published pair found).
 """
 
 from __future__ import annotations
@@ -107,12 +118,19 @@ class MoELayer(NamedTuple):
     recompute_fwd_s: np.ndarray
 
 
+def load_imbalance(st: Stage) -> float:
+    """max / mean token load of the EP ranks (``ModelSpec.moe_load_imbalance``; module docstring "Routing");
+    1 on DeepSpeed-MoE's capacity buffers (static shapes: an over-subscribed expert drops, it does not wait)."""
+    return 1.0 if getattr(st, "moe_einsum", False) else float(getattr(st.model, "moe_load_imbalance", 1.0) or 1.0)
+
+
 def tokens_per_expert(st: Stage):
-    """Tokens one local expert GEMM sees per micro-batch (balanced routing), and the local expert count."""
+    """Tokens one local expert GEMM of the most-loaded EP rank sees per micro-batch (the balanced share times
+    the load imbalance), and the local expert count."""
     model = st.model
     E, k = float(model.num_experts), float(model.moe_topk)
     tok_rank = st.tok / st.t
-    return tok_rank * k * st.e * st.etp / E, E / st.e
+    return tok_rank * k * st.e * st.etp / E * load_imbalance(st), E / st.e
 
 
 def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
@@ -208,7 +226,8 @@ def moe_layer(st: Stage) -> MoELayer:
     mem_f = router + perm_f + act_f + cast_f + bias_f
     mem_b = router + perm_b + act_b + cast_b + bias_b
     norms = mem_time(hw, 2.0 * 2.0 * ab * h * st.tok_sp, 2)  # two RMSNorms, read + write h
-    return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * ab, act_f + norms)
+    # the most-loaded rank receives (dispatch) and sends back (combine) imbalance x its balanced share
+    return MoELayer(moe_f, moe_b, mem_f, mem_b, tok_rank * k * h * ab * load_imbalance(st), act_f + norms)
 
 
 def expert_bias_time(st: Stage, rows, local):
