@@ -101,6 +101,19 @@ def test_scale_out_names(h100, fabric, said):
     assert said in _one(h100, scale_out=fabric).note
 
 
+@pytest.mark.parametrize(("fabric", "gbps", "entry", "port"), [
+    # the InfiniBand generation in a name picks its entry; a port-rate suffix or nic_gbps sets the speed
+    ("edr", 0, "ib-edr-100g", 100), ("InfiniBand HDR", 0, "ib-hdr-200g", 200), ("ndr", 0, "ib-ndr-400g", 400),
+    ("ib-xdr", 0, "ib-xdr-800g", 800), ("NDR400", 0, "ib-ndr-400g", 400), ("InfiniBand NDR200", 0, "ib-ndr-400g", 200),
+    ("quantum-2", 0, "ib-ndr-400g", 400), ("ib-hdr", 400, "ib-hdr-200g", 400), ("infiniband", 400, "ib-ndr-400g", 400),
+])
+def test_infiniband_generation_names(fabric, gbps, entry, port):
+    from clustertwin.catalog.names import resolve_fabric
+
+    f, note = resolve_fabric(fabric, float(gbps), load_catalog())
+    assert (f.id, round(f.port_bw * 8 / 1e9)) == (entry, port) and entry in note
+
+
 def test_no_scale_out_on_a_single_node_run(h100):
     one = dict(h100, num_gpus="8", dp="8", global_batch="32", scale_out="nvlink")
     assert "fits one node" in _one(one).note

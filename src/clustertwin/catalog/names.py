@@ -209,7 +209,15 @@ def is_no_scaleout(name: str) -> bool:
 _FABRIC_FAMILIES = (
     (r"efa", "ethernet-efa"), (r"slingshot", "slingshot"), (r"tcpx", "gcp-tcpx"),
     (r"omni|opa\b|opa-", "omnipath"), (r"roce|spectrum|rdma", "roce"),
-    (r"\bib\b|ib-|infiniband|[hnxe]dr", "infiniband"), (r"eth|tcp|gbe|gige", "ethernet"),
+    (r"\bib\b|ib-|infiniband|[hnxe]dr|quantum", "infiniband"), (r"eth|tcp|gbe|gige", "ethernet"),
+)
+# InfiniBand generations a name may give instead of a line rate: (pattern, nominal Gb/s per port, catalog entry
+# they select). IBTA / NVIDIA: EDR 100, HDR 200, NDR 400, XDR 800 Gb/s per 4x port; the Quantum switch families
+# (Quantum HDR, Quantum-2 NDR, Quantum-X800 XDR). A port-rate suffix ("NDR200", "HDR100") or the row's nic_gbps
+# sets the speed; the generation picks the entry (its latency and switch figures).
+_IB_GENERATIONS = (
+    (r"(?<![a-z])xdr|quantum-?x800", 800.0, "ib-xdr-800g"), (r"(?<![a-z])ndr|quantum-?2", 400.0, "ib-ndr-400g"),
+    (r"(?<![a-z])hdr|quantum", 200.0, "ib-hdr-200g"), (r"(?<![a-z])edr", 100.0, "ib-edr-100g"),
 )
 
 
@@ -230,13 +238,18 @@ def resolve_fabric(name: str, gbps: float, catalog) -> tuple[Any, str]:
     text = name.lower()
     if normalize(name) in catalog.scaleout:
         return catalog.fabric(normalize(name)), ""
-    m = re.search(r"(\d+(?:\.\d+)?)\s*g", text)
+    m = re.search(r"(\d+(?:\.\d+)?)\s*g", text) or re.search(r"(?<![a-z])[hnxe]dr[-_ ]?(\d{2,3})\b", text)
     speed = float(m.group(1)) if m else (gbps or 0.0)
     fam = next((f for pat, f in _FABRIC_FAMILIES if re.search(pat, text)), None)
     generic = fam is None
     if generic:
         fam = "roce"  # an unknown fabric of a published run: a generic RDMA Ethernet class (assumed)
     cands = [f for f in catalog.scaleout.values() if _fabric_family(f) == fam]
+    gen = next((g for g in _IB_GENERATIONS if re.search(g[0], text)), None) if fam == "infiniband" else None
+    if gen is not None:
+        speed = speed or gen[1]
+        same = [f for f in cands if f.id == gen[2]]
+        cands = same or cands
     if not cands:
         raise InputError(f"scale-out fabric {name!r}: no {fam} fabric in the catalog",
                          hint="add one with a user catalog (--catalog)")
