@@ -781,7 +781,11 @@ def _validate_training(rows, catalog, engine="analytical") -> ValidationReport:
 # max_memory_reserved / max_memory_allocated, what torchtitan and Megatron log), which holds the tensors but
 # not the CUDA context, NCCL's own buffers and other driver allocations; "device": the process's whole
 # footprint (nvidia-smi / NVML used memory), i.e. those too (efficiency.yaml runtime_overhead_gb).
+# The vendor tools that read the device's used memory as nvidia-smi does: AMD rocm-smi / amd-smi (ROCm SMI
+# "VRAM used"), Huawei npu-smi (HBM usage), NVIDIA DCGM (DCGM_FI_DEV_FB_USED, framebuffer used).
 MEMORY_BASIS_WORDS = (("nvidia-smi", "device"), ("nvml", "device"), ("device memory used", "device"),
+                      ("rocm-smi", "device"), ("amd-smi", "device"), ("npu-smi", "device"), ("dcgm", "device"),
+                      ("fb_used", "device"), ("fb used", "device"),
                       ("reserved", "allocator"), ("allocated", "allocator"), ("torch.cuda", "allocator"))
 
 

@@ -71,6 +71,8 @@ def test_memory_basis_decides_whether_the_runtime_counts(validation_dir):
     assert predict_memory_row(row, cat) == pytest.approx(est.memory_gb_per_gpu - runtime)
     smi = dict(row, memory_basis="nvidia-smi memory used")
     assert predict_memory_row(smi, cat) == pytest.approx(est.memory_gb_per_gpu)
+    for tool in ("rocm-smi VRAM used", "amd-smi", "npu-smi info HBM usage", "DCGM_FI_DEV_FB_USED"):
+        assert memory_basis(dict(row, memory_basis=tool)) == ("device", "")
     basis, note = memory_basis(dict(row, memory_basis=""))
     assert basis == "allocator" and "not recognised" in note
 
