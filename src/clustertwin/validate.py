@@ -432,6 +432,10 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
     rc = re.sub(r"[\s_]+", "-", text("recompute").lower())
     if rc and rc not in ("none", "selective", "full"):
         mode = next((k for k, names in _RECOMPUTE_SPELLINGS.items() if rc in names), None)
+        if mode is None:  # "selective (op)", "full (uniform, 1 layer)": the mode before a parenthetical detail
+            head = re.sub(r"-*\(.*$", "", rc).strip("-")
+            mode = head if head in _RECOMPUTE_SPELLINGS else next(
+                (k for k, names in _RECOMPUTE_SPELLINGS.items() if head in names), None)
         if mode:
             notes.append(f"recompute {text('recompute')!r} read as {mode}")
             out["recompute"] = mode
@@ -505,17 +509,19 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
 
 
 # model-shape columns a row may leave blank that the zoo model named in its ``model`` column supplies
-_SHAPE_COLUMNS = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size")
+_SHAPE_COLUMNS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "ffn_hidden_size", "vocab_size")
 _MOE_SHAPE_COLUMNS = ("moe_topk", "moe_ffn_hidden_size")
 
 
 def _fill_shape_from_zoo(out: dict[str, str], notes: list[str]) -> None:
-    """Blank shape columns (vocab_size; on an MoE row moe_topk, moe_ffn_hidden_size) from the zoo model the
-    ``model`` column names (catalog/names.py ``resolve_model_ref``: HF ids, -Instruct suffixes ...), each
-    said in ``notes``. MoE columns only when the zoo model has the row's expert count. Nothing when no
-    shape column is blank or the name is not a zoo model (the row then fails with the reason)."""
+    """Blank shape columns (num_layers .. vocab_size, num_kv_heads, ffn_hidden_size, swiglu; on an MoE row
+    moe_topk, moe_ffn_hidden_size) from the zoo model the ``model`` column names (catalog/names.py
+    ``resolve_model_ref``: HF ids, -Instruct suffixes ...), each said in ``notes``. MoE columns only when the
+    zoo model has the row's expert count. Nothing when no shape column is blank or the name is not a zoo
+    model (a blank num_kv_heads is then multi-head attention, a blank swiglu a 2-matrix MLP, as before).
+    Before, a blank num_kv_heads / ffn_hidden_size / swiglu was read as MHA / 4h / GELU even for a Llama."""
     experts = _int(out, "num_experts")
-    cols = _SHAPE_COLUMNS + (_MOE_SHAPE_COLUMNS if experts > 1 else ())
+    cols = _SHAPE_COLUMNS + (_MOE_SHAPE_COLUMNS if experts > 1 else ()) + ("swiglu",)
     blank = [c for c in cols if not (out.get(c) or "").strip()]
     if not blank or not (out.get("model") or "").strip():
         return
@@ -533,6 +539,10 @@ def _fill_shape_from_zoo(out: dict[str, str], notes: list[str]) -> None:
         return  # not the same architecture as the row's
     filled = []
     for c in blank:
+        if c == "swiglu":
+            out[c] = "yes" if m.swiglu else "no"
+            filled.append(f"swiglu {out[c]}")
+            continue
         v = int(getattr(m, c) or 0)
         if v > 0:
             out[c] = str(v)

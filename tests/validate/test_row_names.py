@@ -122,7 +122,8 @@ def test_no_scale_out_on_a_single_node_run(h100):
 
 @pytest.mark.parametrize(("prec", "dtype"), [("bf16-mixed", "bf16"), ("amp", "fp16"), ("fp8-e4m3", "fp8"),
                                              ("fp8-hybrid", "fp8"), ("mxfp4", "nvfp4"),
-                                             ("fp8_e4m3fnuz", "fp8"), ("FP8-FNUZ", "fp8")])  # MI300-series FP8
+                                             ("fp8_e4m3fnuz", "fp8"), ("FP8-FNUZ", "fp8"),  # MI300-series FP8
+                                             ("fp8 (tensorwise)", "fp8"), ("BF16 (mixed)", "bf16")])
 def test_precision_spellings(prec, dtype):
     d, note = resolve_dtype(prec, DTYPES)
     assert d == dtype and prec in note
@@ -149,7 +150,7 @@ def test_a_layout_the_run_used_is_modelled_as_published(h100, framework, said):
     ({"global_batch": ""}, "global_batch blank"), ({"recompute": "full-uniform"}, "read as full"),
     ({"dp": "96"}, "dp taken as num_gpus"), ({"num_gpus": "56"}, "num_gpus taken as 48"),
     ({"sequence_parallel": "true", "fsdp": "no", "zero_stage": "zero-1"}, ""),
-    ({"virtual_pipeline": "2"}, "with pp 1 read as 1"),
+    ({"virtual_pipeline": "2"}, "with pp 1 read as 1"), ({"recompute": "selective (op)"}, "read as selective"),
     ({"global_batch": "100"}, "global_batch 100 is not a multiple of dp x micro_batch = 48: modelled as 96"),
 ])
 def test_blank_and_odd_columns_are_filled_with_a_note(h100, cols, said):
@@ -168,6 +169,11 @@ def test_blank_shape_columns_come_from_the_zoo_model_the_row_names(validation_di
     assert "vocab_size 128256 blank: taken from the zoo model 'llama3-8b'" in _one(dense, vocab_size="").note
     moe = next(r for r in rows if r["model"] == "Qwen3-30B-A3B")
     assert "moe_topk 8 blank: taken from the zoo model 'qwen3-30b-a3b'" in _one(moe, moe_topk="").note
+    # a blank GQA / FFN / gating column: the zoo model's, not MHA / 4h / GELU (the step is the same as published)
+    full = _one(dense)
+    blanks = _one(dense, num_kv_heads="", ffn_hidden_size="", swiglu="")
+    assert "num_kv_heads 8, ffn_hidden_size 14336, swiglu yes blank" in blanks.note
+    assert blanks.predicted == pytest.approx(full.predicted, rel=1e-9)
     r = validate_rows([dict(dense, id="probe", vocab_size="", model="GPT-1.7B")]).rows[0]  # not a zoo model
     assert r.error_pct is None and "vocab_size" in r.reason
 

@@ -129,6 +129,10 @@ def resolve_dtype(name: str, known: tuple[str, ...]) -> tuple[str, str]:
     why = (table.get("unsupported_dtypes") or {}).get(n)
     if why:
         raise InputError(f"precision {raw!r}: {why}")
+    head = re.sub(r"\s*\(.*$", "", raw).strip()  # "fp8 (tensorwise)", "bf16 (mixed)": the dtype before the detail
+    if head and head != raw:
+        dt, _ = resolve_dtype(head, known)
+        return dt, f"precision {raw!r} modelled as {dt} (the detail in brackets is not modelled)"
     raise UnknownNameError("dtype", raw, known, hint="use " + ", ".join(known) + " (or a spelling in catalog/names.yaml)")
 
 
