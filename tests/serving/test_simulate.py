@@ -101,3 +101,32 @@ def test_prefill_only_passes_stall_decodes(catalog):
     _, ttft8 = tpot(False, steps=8)
     assert separate > mixed
     assert ttft8 > ttft1  # multi-step scheduling admits new requests every 8 passes
+
+
+def _kv_tight(catalog, policy):
+    # a 70B model on one H200 (FP8): ~ 0.3M KV tokens, so 400 requests of 600 + 600 tokens cannot all fit
+    s = catalog.system("hgx-h200")
+    return build_instance(get_model("llama2-70b"), s, catalog.fabric(s.default_scaleout),
+                          Deployment(tp=1, weights_dtype="fp8", kv_dtype="fp8", max_batch=4096, kv_policy=policy),
+                          get_engine("trtllm"), catalog=catalog)
+
+
+def test_on_demand_kv_holds_more_requests_and_pauses_when_full(catalog):
+    wl = Workload(input_len=600, output_len=600, scenario="offline")
+    res, ond = _kv_tight(catalog, "reserve"), _kv_tight(catalog, "on_demand")
+    n = int(1.5 * res.kv_capacity_tokens / 1200)  # more than the cache holds with whole-output reservations
+    a, b = simulate(res, wl, requests=n), simulate(ond, wl, requests=n)
+    assert a.requests == b.requests == n  # every request completes under both policies
+    assert a.pauses == 0
+    # prompt + output reserved up front: at most capacity / 1200 sequences; taken as generated: more
+    assert a.mean_batch <= res.kv_capacity_tokens / 1200 + 1
+    assert b.mean_batch > 1.1 * a.mean_batch
+    # the cache fills as the outputs grow: requests are paused and recomputed (never lost), and the
+    # recomputed prompts + generated tokens share the passes: a slower TPOT than reserving
+    assert b.pauses > 0
+    assert b.tpot_s["mean"] > a.tpot_s["mean"]
+
+
+def test_unknown_kv_policy_is_refused(catalog):
+    with pytest.raises(InputError, match="kv_policy"):
+        _kv_tight(catalog, "evict-all")

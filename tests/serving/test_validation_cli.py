@@ -74,6 +74,12 @@ def test_serve_estimate_json_and_errors(capsys):
     assert code == 0, err
     sdoc = json.loads(out)
     assert sdoc["ttft_s"]["p99"] >= sdoc["ttft_s"]["p50"] and "meets_slo" in sdoc
+    # the KV policy flag reaches the simulation (its effect is tested in tests/serving/test_simulate.py)
+    code, out, err = run_cli(capsys, "serve", "estimate", "--model", "llama3.1-8b", "--system", "hgx-h100", "--gpus", "8",
+                             "--qps", "40", "--requests", "400", "--input-len", "500", "--output-len", "100",
+                             "--tpot-slo", "50ms", "--kv-policy", "on-demand", "--json")
+    assert code == 0, err
+    assert json.loads(out)["tokens_per_s_per_gpu"] > 0
 
 
 def test_serve_disaggregated_and_bad_flags(capsys):
@@ -86,7 +92,8 @@ def test_serve_disaggregated_and_bad_flags(capsys):
     assert doc["prefill_gpus"] == 16 and doc["decode_gpus"] == 56 and doc["prefill_gpus_per_instance"] == 4
     assert "scale-up" in doc["kv_transfer_fabric"]
     assert doc["tokens_per_s_total"] == doc["tokens_per_s_per_gpu"] * 72
-    for bad in (["--max-batch", "-3"], ["--disaggregate", "16-56"], ["--ttft-slo", "fast"], ["--engine", "trtlm"]):
+    for bad in (["--max-batch", "-3"], ["--disaggregate", "16-56"], ["--ttft-slo", "fast"], ["--engine", "trtlm"],
+                ["--kv-policy", "evict"]):
         code, out, err = run_cli(capsys, "serve", "estimate", "--model", "llama2-70b", "--system", "hgx-h100",
                                  "--tp", "2", "--qps", "1", *bad)
         assert code == 2, (bad, err)

@@ -55,6 +55,10 @@ def estimate_cmd(
     engine: EngineOpt = "generic",
     max_batch: BatchOpt = 0, max_num_tokens: TokOpt = 0, spec_tokens: SpecOpt = 0, acceptance: AccOpt = 0.0,
     prefix_hit: HitOpt = 0.0,
+    kv_policy: Annotated[str, typer.Option(
+        "--kv-policy",
+        help="KV cache in the --qps simulation: reserve (prompt + whole output on admission, TensorRT-LLM "
+             "GUARANTEED_NO_EVICT) | on-demand (as generated, newest requests paused when full: MAX_UTILIZATION).")] = "reserve",
     requests: Annotated[int, typer.Option("--requests", help="Requests to simulate with --qps.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the arrival simulation.")] = 0,
     ttft_slo: Annotated[str, typer.Option("--ttft-slo", help="With --qps: p99 TTFT bound to check, e.g. 2s.")] = "",
@@ -67,7 +71,7 @@ def estimate_cmd(
                attention_dtype=attention_dtype,
                engine=engine, max_batch=max_batch,
                max_num_tokens=max_num_tokens, spec_tokens=spec_tokens, acceptance=acceptance,
-               prefix_hit_rate=prefix_hit, input_len=input_len, output_len=output_len, qps=qps,
+               prefix_hit_rate=prefix_hit, kv_policy=kv_policy, input_len=input_len, output_len=output_len, qps=qps,
                offline=offline or qps <= 0, requests=requests, seed=seed,
                ttft_slo_s=parse_duration(ttft_slo) if ttft_slo else 0.0,
                tpot_slo_s=parse_duration(tpot_slo) if tpot_slo else 0.0, disaggregate=disaggregate,

@@ -61,6 +61,9 @@ GEMM_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "int8": "int8", "nvf
 MOE_FP4_ATTENTION_DTYPE = "bf16"
 
 
+KV_POLICIES = ("reserve", "on_demand")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deployment:
     """How one serving instance (engine) is laid out and configured.
@@ -89,6 +92,11 @@ class Deployment:
     prefix_hit_rate: float = 0.0  # share of prompt tokens served from the prefix cache
     chunked_prefill: bool = True  # False: a prompt is prefilled whole in one pass
     scheduler_steps: int = 1  # multi-step scheduling (vLLM num_scheduler_steps): new requests join every k passes
+    # KV-cache admission (serving/simulate.py): "reserve" = a request reserves its prompt + whole output on
+    # admission, never evicted (TensorRT-LLM GUARANTEED_NO_EVICT, its default); "on_demand" = blocks are taken
+    # as tokens are computed and the newest requests are paused (KV freed, recomputed on resume) when the
+    # cache is full (TensorRT-LLM MAX_UTILIZATION)
+    kv_policy: str = "reserve"
 
     @property
     def gpus(self) -> int:
@@ -204,6 +212,10 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     per_proj = _attn_dtypes(model, dep.attn_weights_dtype or "", default_awd)
     if not dep.attn_weights_dtype and default_awd != wd:
         notes.append(f"attention projections in {default_awd} (NVFP4 MoE checkpoints quantize the experts and MLPs only)")
+    if dep.kv_policy not in KV_POLICIES:
+        raise InputError(f"unknown kv_policy (--kv-policy) {dep.kv_policy!r}",
+                         hint="use reserve (prompt + whole output up front, TensorRT-LLM GUARANTEED_NO_EVICT) or "
+                              "on_demand (taken as generated, the newest requests paused when full: MAX_UTILIZATION)")
     if dep.attention_dtype not in ("", "fp8", "bf16"):
         raise InputError(f"unknown attention dtype {dep.attention_dtype!r}", hint="use fp8 or bf16 (or leave it to the engine preset)")
     views: dict[str, Hardware] = {gdt: hw}

@@ -31,6 +31,7 @@ class ServeRequest:
     spec_tokens: int = 0
     acceptance: float = 0.0
     prefix_hit_rate: float = 0.0
+    kv_policy: str = "reserve"  # KV admission in the --qps simulation: reserve | on_demand (phases.KV_POLICIES)
     input_len: float = 1024
     output_len: float = 256
     qps: float = 0.0
@@ -71,7 +72,7 @@ def resolve(req: ServeRequest, catalog=None):
                      weights_dtype=req.weights_dtype, attn_weights_dtype=req.attn_weights_dtype,
                      kv_dtype=req.kv_dtype, attention_dtype=req.attention_dtype, max_batch=req.max_batch,
                      max_num_tokens=req.max_num_tokens, spec_tokens=req.spec_tokens, acceptance=req.acceptance,
-                     prefix_hit_rate=req.prefix_hit_rate)
+                     prefix_hit_rate=req.prefix_hit_rate, kv_policy=req.kv_policy.replace("-", "_"))
     for name in ("tp", "ep", "pp"):  # before anything divides by the GPUs of one instance
         if getattr(dep, name) < 1:
             raise InputError(f"--{name} must be >= 1, got {getattr(dep, name)}", hint=f"pass --{name} 1 or more")

@@ -2,8 +2,13 @@
 
 Each iteration (one forward pass) runs every decoding sequence (``1 + spec`` tokens each) and fills the
 rest of the pass's token budget with prompt chunks in arrival order (chunked prefill). Requests are
-admitted while the in-flight limit and the paged KV cache allow (a request reserves its prompt plus its
-output length, TensorRT-LLM's guaranteed-no-evict policy). The pass time comes from the serving op model
+admitted while the in-flight limit and the paged KV cache allow. KV policy (``Deployment.kv_policy``):
+``reserve`` = a request reserves its prompt plus its output length and is never evicted (TensorRT-LLM
+GUARANTEED_NO_EVICT, its default); ``on_demand`` = a request takes KV as its tokens are computed (its prompt
+on admission, one slot per generated token) and, when the cache is full, the most recently admitted
+requests are paused: their KV is freed and on resume (before any new request) their prompt plus the tokens
+generated so far are prefilled again (TensorRT-LLM MAX_UTILIZATION: capacity scheduler that pauses requests,
+``LlmRequest::pause`` folds the generated tokens into the prompt). The pass time comes from the serving op model
 (``phases.step_model``: a token-count grid plus attention terms linear in KV reads and prefill pairs).
 Arrivals: ``offline`` = all at t = 0; ``server`` / ``interactive`` = Poisson at ``qps``. Deterministic for
 a seed (numpy ``default_rng``). A pipeline of ``pp`` stages is folded into the pass time
@@ -47,6 +52,7 @@ class SimResult:
     mean_batch: float
     steps: int
     qps: float
+    pauses: int = 0  # on_demand KV policy: requests paused (KV freed, recomputed) because the cache was full
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -128,14 +134,22 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
         draft = spec * float(dc["logits_s"]) / 64.0  # per-sequence LM-head cost of the drafts (per token)
     cap_tokens = inst.kv_capacity_tokens
     max_batch = inst.max_batch
-    reserve = inp + out
+    on_demand = inst.dep.kv_policy == "on_demand"
+    # KV slots a request holds: its whole prompt + output up front (reserve), or its prompt and then its
+    # generated tokens as they come (on_demand; grown below)
+    reserve = inp.copy() if on_demand else inp + out
+    held = np.zeros(n)
 
     # state of admitted requests
     pre_left = comp.copy()  # prompt tokens still to compute
+    pre_len = comp.copy()  # tokens of the current (or last) prefill: the prompt, or prompt + generated on resume
+    pre_cached = inp * hit  # prompt tokens of the current prefill served from the prefix cache
     gen = np.zeros(n)  # tokens generated
     first = np.full(n, np.nan)
     done_t = np.full(n, np.nan)
     running: list[int] = []
+    paused: list[int] = []  # on_demand: requests whose KV was freed, resumed first (admission order)
+    pauses = 0
     nxt = 0  # next request not yet admitted (FIFO)
     kv_used = 0.0
     now = 0.0
@@ -150,12 +164,23 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
     separate = not chunked and not inst.engine.mixes_whole_prompts
     k_sched = max(1, int(inst.dep.scheduler_steps))  # multi-step scheduling: admit every k decode passes
     since = k_sched
-    while (nxt < n or running) and steps < max_steps:
+    while (nxt < n or running or paused) and steps < max_steps:
         # admit (at scheduling points only)
         if since >= k_sched or not running:
             since = 0
-            while nxt < n and arrive[nxt] <= now and len(running) < max_batch and kv_used + reserve[nxt] <= cap_tokens:
+            # on_demand: the running requests' next tokens are provided for first (one slot each), then
+            # paused requests resume and new ones start in what is left
+            slot = 1.0 if on_demand else 0.0
+            while paused and len(running) < max_batch and (
+                    kv_used + slot * len(running) + inp[paused[0]] + gen[paused[0]] + slot <= cap_tokens or not running):
+                i = paused.pop(0)
+                running.append(i)
+                held[i] = inp[i] + gen[i]
+                kv_used += held[i]
+            while (not paused and nxt < n and arrive[nxt] <= now and len(running) < max_batch
+                   and kv_used + slot * len(running) + reserve[nxt] + slot <= cap_tokens):
                 running.append(nxt)
+                held[nxt] = reserve[nxt]
                 kv_used += reserve[nxt]
                 nxt += 1
         if not running:
@@ -188,7 +213,7 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
                 whole = cum <= room
                 whole[0] = True
                 chunks = np.where(whole, need, 0.0)
-            done_before = comp[chunk_idx] - need + inp[chunk_idx] * hit
+            done_before = pre_len[chunk_idx] - need + pre_cached[chunk_idx]
             pairs = float(np.sum(chunks * done_before + 0.5 * chunks * chunks))
             tokens += float(chunks.sum())
         kv_read = float(np.sum(inp[dec] + gen[dec]))
@@ -217,14 +242,35 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
         if chunk_idx.size:
             pre_left[chunk_idx] -= chunks
             fin_pre = chunk_idx[pre_left[chunk_idx] <= 0]
-            first[fin_pre] = now
-            gen[fin_pre] = 1.0
+            new_first = fin_pre[np.isnan(first[fin_pre])]
+            first[new_first] = now
+            gen[new_first] = 1.0  # a resumed request's recompute emits no new first token
         fin = idx[gen[idx] >= out[idx]]
         if fin.size:
             done_t[fin] = now
-            kv_used -= float(reserve[fin].sum())
+            kv_used -= float(held[fin].sum())
+            held[fin] = 0.0
             fset = set(fin.tolist())
             running = [i for i in running if i not in fset]
+        if on_demand and running:
+            # the tokens this pass computed take their KV slots; when they overflow the cache the most
+            # recently admitted requests are paused (KV freed) until the rest fit
+            ridx = np.fromiter(running, dtype=np.int64, count=len(running))
+            grow = np.where(pre_left[ridx] <= 0, inp[ridx] + gen[ridx], held[ridx]) - held[ridx]
+            grow = np.maximum(grow, 0.0)
+            held[ridx] += grow
+            kv_used += float(grow.sum())
+            while kv_used > cap_tokens and len(running) > 1:
+                i = max(running)  # the latest arrival
+                running.remove(i)
+                kv_used -= held[i]
+                held[i] = 0.0
+                pre_left[i] = pre_len[i] = inp[i] + gen[i]
+                pre_cached[i] = 0.0
+                paused.append(i)
+                pauses += 1
+            if paused:
+                paused.sort()
     ok = ~np.isnan(done_t)
     # latency statistics over the steady-state window: a benchmark's run (MLPerf: >= 10 min, >= 270k
     # queries) is measured at steady load, so requests arriving during the warm-up (an empty engine) or
@@ -240,7 +286,7 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
     return SimResult(requests=int(ok.sum()), duration_s=dur,
                      output_tokens_per_s=float(out[ok].sum()) / dur if dur else 0.0,
                      ttft_s=_stats(ttft), tpot_s=_stats(tpot), mean_batch=batch_acc / max(steps, 1), steps=steps,
-                     qps=float(qps))
+                     qps=float(qps), pauses=pauses)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
