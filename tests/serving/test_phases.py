@@ -391,3 +391,24 @@ def test_busiest_rank_prefill_counts_whole_prompts(catalog):
     # a prompt longer than the room is a room-sized chunk per pass: the Bernoulli form
     assert float(busiest_rank_prefill(wide, 200.0, 8092.0, lump=9000.0)) == pytest.approx(
         float(busiest_rank_prefill(wide, 200.0, 8092.0)))
+
+
+def test_mtp_verification_attention_does_the_mmas_of_every_query_token(catalog):
+    """A verification pass runs 1 + spec queries per sequence against the same KV: the MLA decode kernel's
+    FLOPs double with one draft token, its KV bytes do not (seq_len_q = 2 in FlashMLA)."""
+    from dataclasses import replace as _replace
+
+    from clustertwin.serving.engines import get_engine
+    from clustertwin.serving.phases import Deployment, build_instance, step_costs
+    from clustertwin.workload.model import get_model
+
+    model = get_model("deepseek-v3")
+    system = catalog.system("hgx-h200")
+    dep = Deployment(tp=1, ep=8, dp_attention=True, weights_dtype="fp8", kv_dtype="bf16")
+    one = build_instance(model, system, catalog.fabric(system.default_scaleout), dep, get_engine("sglang"), catalog=catalog)
+    mtp = _replace(one, dep=_replace(dep, spec_tokens=1, acceptance=0.8))
+    kv = 64 * 8192.0  # 64 sequences of 8K: compute-bound absorbed MLA on H100
+    a1 = float(step_costs(one, 64.0, kv, 0.0)["attention_s"])
+    a2 = float(step_costs(mtp, 64.0, kv, 0.0)["attention_s"])
+    assert a2 > 1.8 * a1
+    assert float(step_costs(mtp, 64.0, kv, 0.0, queries_per_read=1.0)["attention_s"]) == a1

@@ -109,7 +109,7 @@ def decode_pass(inst: Instance, d, ctx, input_len: float, output_len: float):
         t = t + np.maximum(sum(cb[k] for k in RANK_FIELDS) - sum(c[k] for k in RANK_FIELDS), 0.0)
     if spec:
         # draft model / MTP module: one extra layer + LM head per draft token on the d sequences
-        dc = step_costs(inst, d, d * ctx, 0.0, d)
+        dc = step_costs(inst, d, d * ctx, 0.0, d, queries_per_read=1.0)  # the draft layer: one query per sequence
         core = sum(dc[k] for k in STEP_FIELDS if k not in ("logits_s", "overhead_s"))
         t = t + spec * (core / inst.layers + dc["logits_s"])
     return t, c

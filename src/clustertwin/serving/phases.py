@@ -319,7 +319,8 @@ RANK_FIELDS = ("gemm_s", "attention_s", "elementwise_s", "tp_comm_s", "logits_s"
 SHARED_FIELDS = ("moe_s", "ep_comm_s", "offload_s", "overhead_s")
 
 
-def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None) -> dict[str, np.ndarray]:
+def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None, *,
+               queries_per_read: float | None = None) -> dict[str, np.ndarray]:
     """Time of one forward pass on one GPU (one pipeline stage), by component.
 
     Per attention rank: ``tokens`` new tokens in the pass (decode + prefill chunk), ``kv_read_tokens``
@@ -331,12 +332,13 @@ def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_toke
     time = 2 x (compute(n/2) + max(0, a2a(n/2) - a2a_overlap x compute(n/2))). Weights are read twice,
     so at small batch TBO loses; the engine uses whichever is faster (per pass).
     """
-    one = _step_costs(inst, tokens, kv_read_tokens, prefill_pairs, logit_tokens)
+    q = float(1 + inst.dep.spec_tokens) if queries_per_read is None else float(queries_per_read)
+    one = _step_costs(inst, tokens, kv_read_tokens, prefill_pairs, logit_tokens, q)
     if not (inst.engine.a2a_overlap and inst.model.is_moe and np.any(one["ep_comm_s"] > 0)):
         return one
     half = _step_costs(inst, np.asarray(tokens, dtype=float) / 2.0, np.asarray(kv_read_tokens, dtype=float) / 2.0,
                        np.asarray(prefill_pairs, dtype=float) / 2.0,
-                       None if logit_tokens is None else np.asarray(logit_tokens, dtype=float) / 2.0)
+                       None if logit_tokens is None else np.asarray(logit_tokens, dtype=float) / 2.0, q)
     busy = sum(half[k] for k in STEP_FIELDS if k not in ("ep_comm_s", "overhead_s"))
     tbo = {k: 2.0 * half[k] for k in STEP_FIELDS}
     tbo["ep_comm_s"] = 2.0 * np.maximum(half["ep_comm_s"] - inst.engine.a2a_overlap * busy, 0.0)
@@ -347,7 +349,8 @@ def step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_toke
     return {k: np.where(use, tbo[k], one[k]) for k in STEP_FIELDS}
 
 
-def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None) -> dict[str, np.ndarray]:
+def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tokens=None,
+                queries: float = 1.0) -> dict[str, np.ndarray]:
     m, hw, dep, eng = inst.model, inst.hw, inst.dep, inst.engine
     n = np.maximum(np.asarray(tokens, dtype=float), 1.0)
     kv_read = np.asarray(kv_read_tokens, dtype=float)
@@ -387,8 +390,11 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     else:
         dec_flops = 2.0 * heads * kv_read * (2.0 * m.head_dim)
         pre_flops = 2.0 * heads * pairs * (2.0 * m.head_dim)
+    # a verification pass (MTP / speculative decoding) runs 1 + spec query tokens per sequence against the
+    # same KV: the kernel reads each sequence's KV once (FlashMLA / FlashInfer take seq_len_q = 1 + spec) but
+    # does the score and value MMAs for every query token, so the FLOPs scale with the queries, the bytes not
     dec_attn = np.maximum(kv_read * kv_layer_bytes / (hw.hbm_bw * hw.eff.hbm_efficiency),
-                          dec_flops / (dec_peak * eff_dec))
+                          queries * dec_flops / (dec_peak * eff_dec))
     s_half = hw.eff.attention_seq_half
     mean_ctx = np.where(n > 0, pairs / n, 0.0)
     pre_rate = attn_peak * eff_attn * (mean_ctx + 1.0) / (mean_ctx + 1.0 + s_half)
