@@ -123,3 +123,43 @@ def test_llama4_scout_rows_are_modelled(public, catalog):
     p = predict_serving_row(row, catalog)
     assert p.predicted > 0 and math.isfinite(p.predicted)
     assert any("llama4-scout-17b-16e" in a for a in p.assumed)
+
+
+def _cm_decode_row(heldout, **kw):
+    row = next(r for r in heldout if r["id"] == "heldout-cm384-r1-decode-tpot50")
+    return dict(row, id="probe", **kw)
+
+
+def test_moe_pool_row_without_layout_runs_dp_attention_and_wide_ep(heldout, catalog):
+    from clustertwin.serving.validation import POOL_EP, PRODUCTION_INPUT
+
+    row = _cm_decode_row(heldout)  # decode pool, tp / ep / num_gpus / input_len blank
+    _, _, _, dep, wl, _, _, assumed = row_inputs(row, catalog)
+    assert (dep.tp, dep.ep, dep.dp_attention) == (1, POOL_EP["decode"], True)
+    assert wl.input_len == PRODUCTION_INPUT and wl.input_cv == 0.0  # a pool benchmark, not an MLPerf dataset mix
+    assert dep.max_batch == UNCAPPED_BATCH  # the TPOT bound decides the batch
+    assert any("decode pool of TP1 x EP128 with DP-attention" in a for a in assumed)
+    pre = dict(row, scenario_kind="prefill", target_metric="prefill_tokens_per_s_per_gpu", num_gpus="16")
+    dep_p = row_inputs(pre, catalog)[3]
+    assert (dep_p.tp, dep_p.ep, dep_p.dp_attention) == (1, 16, True)  # EP32 capped at the row's 16 GPUs
+    assert not row_inputs(dict(pre, dp_attention="no"), catalog)[3].dp_attention  # a stated "no" is kept
+    stated = row_inputs(dict(row, tp="16", ep="16", num_gpus="16"), catalog)[3]
+    assert (stated.tp, stated.ep, stated.dp_attention) == (16, 16, False)  # a stated layout is the row's
+
+
+def test_ascend_degrees_counted_in_dies_are_read_in_packages(heldout, catalog):
+    row = _cm_decode_row(heldout, num_gpus="160", tp="1", ep="320", dp_attention="yes")  # EP320 on 160 NPUs
+    dep, assumed = (lambda x: (x[3], x[7]))(row_inputs(row, catalog))
+    assert dep.ep == 160 and dep.gpus == 160
+    assert any("ep 320 on 160 ascend-910c: read in dies" in a for a in assumed)
+    assert row_inputs(dict(row, ep="160"), catalog)[3].ep == 160  # already in packages: unchanged
+
+
+def test_cloudmatrix_infer_runs_its_published_mtp_unless_the_row_says(heldout, catalog):
+    row = _cm_decode_row(heldout)
+    dep, assumed = (lambda x: (x[3], x[7]))(row_inputs(row, catalog))
+    assert (dep.spec_tokens, dep.acceptance) == (1, 0.7)
+    assert any("CloudMatrix-Infer's published deployment, MTP 1" in a for a in assumed)
+    assert row_inputs(dict(row, speculative_decoding="no"), catalog)[3].spec_tokens == 0
+    other = row_inputs(dict(row, framework="SGLang"), catalog)[3]
+    assert other.spec_tokens == 0  # only a stack that publishes its MTP default gets one

@@ -28,6 +28,10 @@ class EnginePreset:
     default_max_num_tokens: int
     default_max_batch: int
     mixes_whole_prompts: bool = True  # without chunked prefill, whole prompts share a pass with decodes
+    # speculative decoding / MTP the stack runs in its published deployment, for a run that does not say
+    # (draft tokens per step, per-draft acceptance); 0: none
+    default_spec_tokens: int = 0
+    default_acceptance: float = 0.0
     # fused-attention kernels the stack runs, per chip: executed FLOP/s / dense peak (prefill / GQA-MHA
     # decode) and of the absorbed MLA decode kernel; a chip not listed keeps its training value
     attention_efficiency: dict[str, float] = field(default_factory=dict)
@@ -61,6 +65,7 @@ def get_engine(name: str) -> EnginePreset:
         kv_memory_fraction=float(d["kv_memory_fraction"]), fp8_attention=bool(d["fp8_attention"]),
         a2a_overlap=float(d["a2a_overlap"]), default_max_num_tokens=int(d["default_max_num_tokens"]),
         default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
+        default_spec_tokens=int(d.get("default_spec_tokens", 0)), default_acceptance=float(d.get("default_acceptance", 0.0)),
         attention_efficiency={k: float(v) for k, v in (d.get("attention_efficiency") or {}).items()},
         mla_decode_efficiency={k: float(v) for k, v in (d.get("mla_decode_efficiency") or {}).items()},
         gemm_mamf_scale={k: float(v) for k, v in (d.get("gemm_mamf_scale") or {}).items()},
@@ -73,7 +78,7 @@ def engine_for_framework(text: str) -> EnginePreset:
     """The preset for a framework as a source names it ("TensorRT-LLM (trtllm-bench ...)", "vLLM", "SGLang ...")."""
     t = (text or "").lower()
     for key, words in (("trtllm", ("tensorrt", "trt-llm", "trtllm")), ("vllm", ("vllm",)),
-                       ("sglang", ("sglang",)), ("deepseek", ("deepseek",))):
+                       ("sglang", ("sglang",)), ("deepseek", ("deepseek",)), ("cloudmatrix-infer", ("cloudmatrix",))):
         if any(w in t for w in words):
             return get_engine(key)
     return get_engine("generic")

@@ -58,6 +58,18 @@ DEFAULT_THROUGHPUT_OUTPUT = 1024.0
 # TP1, "prompt length set to 4K and a batch size of 16K tokens per GPU (in line with DeepSeek V3/R1's
 # actual online deployment)"; consistent with Day 6's mean decode KV length 4,989 less a ~1k answer.
 PRODUCTION_INPUT = 4096.0
+# Layout of a disaggregated MoE pool row (scenario_kind prefill / decode) that states no tp / ep: TP1 with
+# DP-attention and wide EP, EP32 for a prefill pool and EP128 for a decode pool, capped at the row's GPUs:
+# github.com/deepseek-ai/profile-data README "Inference": prefill "EP32 and TP1 (in line with DeepSeek V3/R1's
+# actual online deployment)", decode "EP128, TP1, and a prompt length of 4K (closely matching the actual online
+# deployment configuration)". Every published disaggregated DeepSeek pool runs DP-attention + wide EP (DeepSeek
+# Day 6: prefill EP32 / decode EP144; LMSYS 96xH100: EP32 / EP72; CloudMatrix-Infer: 32 / 320 dies).
+POOL_EP = {"prefill": 32, "decode": 128}
+# Dies per package of a multi-die accelerator whose stack addresses every die as a device: Ascend 910C
+# (Atlas 800I A3 / CloudMatrix384: 8 cards x 2 dies per node; SGLang Ascend NPU reference: "On A3, each card has
+# 2 dies ... Cards: 4 on A3 means --tp-size 8"; CloudMatrix384 paper: EP320 over 160 NPUs = one expert per die).
+# A row that counts its GPUs in packages and its tp / ep in dies (ep 320 on 160 NPUs) is read in packages.
+DIES_PER_PACKAGE = {"ascend-910c": 2}
 # MTP / speculative acceptance when a row says "MTP" without a rate: DeepSeek-V3 report Sec. 5.4.3
 # (second-token acceptance 85-90 %).
 DEFAULT_ACCEPTANCE = 0.85
@@ -197,6 +209,10 @@ def row_inputs(row: dict, catalog):
     if gpu and gpu != system.accelerator.id:
         system = replace(system, accelerator=catalog.accelerator(gpu))
     scaleout = catalog.fabric(system.default_scaleout)
+    from ..sim.machine import uncalibrated_note
+
+    flag = uncalibrated_note(system.accelerator.id)  # a chip without fitted efficiencies says so in every row
+    assumed.extend([flag] if flag else [])
     engine = engine_for_framework(row.get("framework") or "")
     if engine.id == "generic":
         assumed.append(f"framework {row.get('framework')!r} has no preset: generic engine constants")
@@ -211,11 +227,20 @@ def row_inputs(row: dict, catalog):
     tp = _degree(row.get("tp"))
     tp_choices: tuple[tuple[int, int], ...] = ()  # (tp, pp) layouts to choose from (a row without its layout)
     ep = _degree(row.get("ep"))
+    dies = DIES_PER_PACKAGE.get(system.accelerator.id, 1)
+    if dies > 1 and _lead_int(row.get("num_gpus")) is not None:
+        for name, deg in (("tp", tp), ("ep", ep)):
+            if deg and num_gpus < deg <= num_gpus * dies and deg % dies == 0:
+                assumed.append(f"{name} {deg} on {num_gpus} {system.accelerator.id}: read in dies ({dies} per package), "
+                               f"{name} {deg // dies} packages")
+                tp, ep = (deg // dies, ep) if name == "tp" else (tp, deg // dies)
     pp = _degree(row.get("pp")) or 1
     dp_attn = _flag(row.get("dp_attention"))
     wdt = _weights_dtype(row, system.accelerator, assumed)
     kvdt = _kv_dtype(row, wdt, engine.id, assumed)
-    if tp is None and ep is None:
+    if tp is None and ep is None and model.is_moe and kind in POOL_EP:
+        tp, ep, dp_attn = _pool_layout(row, model, system, wdt, kind, num_gpus, dp_attn, assumed)
+    elif tp is None and ep is None:
         tp, ep = _default_layout(model, system, wdt, num_gpus, dp_attn, assumed)
         if not model.is_moe and _degree(row.get("pp")) is None:
             # a dense model's layout is a submitter's tuning choice: the smallest instance that holds the
@@ -248,7 +273,11 @@ def row_inputs(row: dict, catalog):
     m = re.search(r"max_num_tokens\s*=\s*(\d+)", basis)
     if m:
         max_tokens = int(m.group(1))
-    if not bval and kind in ("offline", "server", "interactive", "latency-band"):
+    if not bval and kind == "decode" and _lead_num(row.get("tpot_constraint_ms")):
+        # a decode pool measured under a TPOT bound: the largest batch that meets it, the KV cache the limit
+        max_batch = UNCAPPED_BATCH
+        assumed.append("decode batch not stated: the largest that meets the row's TPOT bound (KV-cache capacity the limit)")
+    elif not bval and kind in ("offline", "server", "interactive", "latency-band"):
         # a published throughput benchmark that does not state its batch: the KV-cache capacity (and the token
         # budget) decide it, not a serving engine's request cap. vLLM's max_num_seqs default 256 is raised in
         # every published vLLM benchmark config of serving.csv (MLPerf v5.1 AMD / MangoBoost: 600-5000)
@@ -274,6 +303,10 @@ def row_inputs(row: dict, catalog):
         else:
             accept = DEFAULT_ACCEPTANCE
             assumed.append(f"speculative acceptance not stated: {DEFAULT_ACCEPTANCE} (DeepSeek-V3 report Sec. 5.4.3)")
+    if not spec_txt and engine.default_spec_tokens and model.mtp_depth and kind != "prefill":
+        spec, accept = engine.default_spec_tokens, engine.default_acceptance
+        assumed.append(f"speculative decoding not stated: {engine.name.split(' (')[0]}'s published deployment, MTP "
+                       f"{spec} draft token(s) at {accept:g} acceptance (engines.yaml)")
     dep = Deployment(tp=tp, ep=ep, pp=pp, dp_attention=dp_attn, weights_dtype=wdt, kv_dtype=kvdt,
                      attention_dtype=_attention_dtype(row), attn_weights_dtype=_attn_weights_spec(row, model),
                      max_batch=max_batch, max_num_tokens=max_tokens, spec_tokens=spec, acceptance=accept,
@@ -282,6 +315,14 @@ def row_inputs(row: dict, catalog):
     inp = _lead_num(row.get("input_len"))
     inp_max = _lead_num(row.get("input_len_max")) or 0.0
     cv = 0.0
+    # the row runs under the MLPerf rule where its constraint, scenario or workload column names MLPerf
+    mlperf_run = any("mlperf" in (row.get(k) or "").lower() for k in ("constraint_percentile", "scenario", "workload"))
+    if inp is None and kind in ("prefill", "decode") and not mlperf_run:
+        # a disaggregated prefill / decode pool benchmark without its prompt length: the fixed 4K prompt of
+        # DeepSeek's published prefill and decode profiles (the production default below), not a dataset mix
+        inp = PRODUCTION_INPUT
+        assumed.append(f"{kind} pool prompt length not stated: {PRODUCTION_INPUT:.0f} tokens (DeepSeek profile-data "
+                       f"{kind} configuration)")
     if inp is None and kind not in ("production",):
         cv = DATASET_LENGTH_CV
         assumed.append(f"dataset lengths: lognormal with CV {cv} (assumed)")
@@ -321,8 +362,6 @@ def row_inputs(row: dict, catalog):
     ttft_ms = _lead_num(row.get("ttft_constraint_ms")) or 0.0
     tpot_ms = _lead_num(row.get("tpot_constraint_ms")) or 0.0
     rule = MLPERF_LATENCY_MS.get((ref, wl_kind))
-    # the row runs under the MLPerf rule where its constraint, scenario or workload column names MLPerf
-    mlperf_run = any("mlperf" in (row.get(k) or "").lower() for k in ("constraint_percentile", "scenario", "workload"))
     if rule and not (ttft_ms or tpot_ms) and wl_kind in ("server", "interactive") and mlperf_run:
         ttft_ms, tpot_ms = rule
         assumed.append(f"latency bounds not stated: MLPerf rule for {ref} {wl_kind}, p99 TTFT {ttft_ms:.0f} ms / "
@@ -380,6 +419,17 @@ def _band(text: str) -> float:
     if m:
         return 0.5 * (float(m.group(1)) + float(m.group(2)))
     return _lead_num(text) or 0.0
+
+
+def _pool_layout(row, model, system, wdt, kind, num_gpus, dp_attn, assumed) -> tuple[int, int, bool]:
+    """(tp, ep, dp_attention) of a disaggregated MoE pool row that states no tp / ep: TP1, DP-attention (unless
+    the row says no) and EP ``POOL_EP[kind]`` capped at the row's GPUs, at least the smallest instance that fits."""
+    fit, _ = _default_layout(model, system, wdt, num_gpus, dp_attn, [])
+    ep = max(fit, min(POOL_EP[kind], num_gpus))
+    says_no = (row.get("dp_attention") or "").strip().lower().startswith("no")
+    assumed.append(f"parallelism not stated: {kind} pool of TP1 x EP{ep}" + ("" if says_no else " with DP-attention")
+                   + " (DeepSeek profile-data / Day 6 disaggregated deployment)")
+    return 1, ep, dp_attn or not says_no
 
 
 def _default_layout(model, system, wdt, num_gpus, dp_attn, assumed) -> tuple[int, int]:
