@@ -163,3 +163,15 @@ def test_cloudmatrix_infer_runs_its_published_mtp_unless_the_row_says(heldout, c
     assert row_inputs(dict(row, speculative_decoding="no"), catalog)[3].spec_tokens == 0
     other = row_inputs(dict(row, framework="SGLang"), catalog)[3]
     assert other.spec_tokens == 0  # only a stack that publishes its MTP default gets one
+
+
+def test_stated_accelerator_memory_picks_the_catalog_variant(public, catalog):
+    row = dict(public["mlperf41-0048-llama2-70b-offline"], id="probe", gpu_id="gh200", system_id="",
+               accelerator_mem_gb="144", num_gpus="1", gpus_per_node="1", tp="1")
+    system, assumed = (lambda x: (x[1], x[7]))(row_inputs(row, catalog))
+    assert system.accelerator.id == "gh200-144gb"  # HBM3e GH200, not the 96 GB HBM3 part
+    assert any("accelerator_mem_gb 144: the gh200-144gb variant of gh200" in a for a in assumed)
+    assert row_inputs(dict(row, accelerator_mem_gb="96"), catalog)[1].accelerator.id == "gh200"
+    assert row_inputs(dict(row, accelerator_mem_gb=""), catalog)[1].accelerator.id == "gh200"
+    odd = row_inputs(dict(row, gpu_id="h100-sxm", accelerator_mem_gb="120"), catalog)
+    assert odd[1].accelerator.id == "h100-sxm" and any("no catalog variant matches" in a for a in odd[7])

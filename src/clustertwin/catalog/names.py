@@ -168,6 +168,9 @@ def resolve_system(name: str, acc: str, per_node: int, catalog) -> tuple[str, di
     if not raw:
         canon = canonical_system(acc, per_node, catalog) if acc else None
         if canon is None:
+            if acc:
+                raise InputError(f"the system column is blank and no catalog system has gpu {acc!r}",
+                                 hint="fill the system column with a catalog system id (`clustertwin catalog list systems`)")
             raise InputError("the system column is blank and so is the gpu column",
                              hint="fill the system (a catalog system id) or the gpu column")
         return canon, {}, f"system blank: modelled as {canon!r}, the catalog's system for gpu {acc}"

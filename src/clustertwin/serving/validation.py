@@ -201,6 +201,9 @@ def row_inputs(row: dict, catalog):
     if gpu:
         gpu, note = resolve_accelerator(gpu, catalog)
         assumed.extend([note] if note else [])
+        mem = _lead_num(row.get("accelerator_mem_gb"))
+        if mem:
+            gpu = _memory_variant(gpu, mem, catalog, assumed)
     sid, defaults, note = resolve_system(row.get("system_id") or "", gpu, _lead_int(row.get("gpus_per_node")) or 0,
                                          catalog)
     assumed.extend([note] if note else [])
@@ -394,6 +397,28 @@ def _decode_under_tpot(inst, kv_len: float, tpot_s: float, top: float, assumed: 
         assumed.append(f"decode batch {best.batch_per_rank:.0f} per attention rank: the largest whose TPOT meets the "
                        f"row's {tpot_s * 1e3:g} ms bound")
     return best
+
+
+def _memory_variant(gpu: str, mem_gb: float, catalog, assumed: list[str]) -> str:
+    """The catalog variant of ``gpu`` with the row's stated ``accelerator_mem_gb`` (GH200 96 GB HBM3 vs 144 GB
+    HBM3e) where the resolved part's memory differs by more than 5 %; else ``gpu``."""
+    from ..catalog.names import resolve_accelerator
+
+    def gb(a: str) -> float:
+        return catalog.accelerator(a).hbm_bytes / 1e9
+
+    if abs(gb(gpu) - mem_gb) <= 0.05 * mem_gb:
+        return gpu
+    try:
+        alt, _ = resolve_accelerator(f"{gpu}-{mem_gb:g}gb", catalog)
+    except InputError:
+        alt = gpu
+    if alt != gpu and abs(gb(alt) - mem_gb) < abs(gb(gpu) - mem_gb):
+        assumed.append(f"accelerator_mem_gb {mem_gb:g}: the {alt} variant of {gpu} ({gb(alt):.0f} GB)")
+        return alt
+    assumed.append(f"accelerator_mem_gb {mem_gb:g} but {gpu} has {gb(gpu):.0f} GB and no catalog variant matches: "
+                   f"modelled with {gpu}'s")
+    return gpu
 
 
 def _degree(text: str | None) -> int | None:
