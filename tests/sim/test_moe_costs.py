@@ -393,3 +393,18 @@ def test_real_routing_imbalance_reproduces_the_published_forced_vs_dropless_rati
         assert model_from_row(dict(dl, model="Qwen3-235B-A22B (dropless, forced balance)")).moe_load_imbalance == 1.0
         ratio = predict_training_row(dl, cat) / predict_training_row(fb, cat)
         assert ratio == pytest.approx(forced / dropless, rel=0.02), seq
+
+
+def test_real_routing_load_imbalance_grows_the_hot_ranks_expert_activations(catalog):
+    """The most-loaded EP rank holds u x the routed experts' activations (dispatched tokens, fc1 / activation
+    outputs); attention and the rest of the layer do not grow, and u = 1 is the balanced memory exactly."""
+    from clustertwin.workload.memory import activation_bytes_per_layer, moe_selective_bytes_per_layer
+
+    args = dict(seq_len=4096, micro_batch=1, tp=1, cp=1, sp=True, recompute_code=0, flash=True)
+    bal, _ = activation_bytes_per_layer(QWEN3_30B, **args)
+    hot, _ = activation_bytes_per_layer(QWEN3_30B.with_(moe_load_imbalance=1.75), **args)
+    same, _ = activation_bytes_per_layer(QWEN3_30B.with_(moe_load_imbalance=1.0), **args)
+    assert float(same) == float(bal) and float(bal) < float(hot) < 1.75 * float(bal)
+    sel = dict(seq_len=4096, micro_batch=1, tp=1, cp=1, sp=True)
+    assert float(moe_selective_bytes_per_layer(QWEN3_30B.with_(moe_load_imbalance=1.75), **sel)) > float(
+        moe_selective_bytes_per_layer(QWEN3_30B, **sel))

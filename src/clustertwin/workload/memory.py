@@ -111,6 +111,13 @@ def _stage_params(model: ModelSpec, tp, pp, ep, etp, vpp, schedule, dual_rank):
     return dense + extra, expert
 
 
+def routed_copies(model: ModelSpec) -> float:
+    """Routed expert copies per token that the most-loaded EP rank holds activations for: top-k times the
+    run's load imbalance (``ModelSpec.moe_load_imbalance``, 1 under forced balance; sim/components/moe.py
+    "Routing"), as its expert buffers (dispatched tokens, fc1 / activation outputs) are that much larger."""
+    return float(model.moe_topk) * float(getattr(model, "moe_load_imbalance", 1.0) or 1.0)
+
+
 def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, recompute_code, flash,
                                fp8: bool = False):
     """Korthikanti Table 2 generalised (see module docstring); bytes per layer per micro-batch.
@@ -139,8 +146,9 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     f_eff = float(model.ffn_hidden_size)
     if model.is_moe:
         frac_moe = model.num_moe_layers / model.num_layers
-        moe_f = model.moe_ffn_hidden_size * (model.moe_topk + model.num_shared_experts)
-        f_eff = (1 - frac_moe) * model.ffn_hidden_size + frac_moe * (moe_f + model.moe_topk * h / 3.0)
+        k_hot = routed_copies(model)  # the most-loaded EP rank's routed copies per token
+        moe_f = model.moe_ffn_hidden_size * (k_hot + model.num_shared_experts)
+        f_eff = (1 - frac_moe) * model.ffn_hidden_size + frac_moe * (moe_f + k_hot * h / 3.0)
     # fc1 output (2 B x width) + activation output (saved fc2 input)
     mlp_hidden = ((4.0 if model.swiglu else 2.0) + gemm_in) * f_eff + glu_clamp_bytes_per_token(model)
     split = 2.0 * qkv_out + gemm_in * a * dv + mlp_hidden  # bytes per token (x b s)
@@ -174,7 +182,7 @@ def backward_transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, ele
 
     per_tok = per_copy(float(model.ffn_hidden_size)) if model.num_moe_layers < model.num_layers else 0.0
     if model.is_moe:
-        per_tok = max(per_tok, (model.moe_topk + model.num_shared_experts) * per_copy(float(model.moe_ffn_hidden_size)))
+        per_tok = max(per_tok, (routed_copies(model) + model.num_shared_experts) * per_copy(float(model.moe_ffn_hidden_size)))
     return float(elem_bytes) * per_tok * tok / np.asarray(tp, dtype=float)
 
 
@@ -189,7 +197,7 @@ def glu_clamp_bytes_per_token(model: ModelSpec) -> float:
     if not (getattr(model, "glu_clamp", False) and model.is_moe):
         return 0.0
     frac = model.num_moe_layers / model.num_layers
-    return frac * 2.0 * 2.0 * model.moe_topk * model.moe_ffn_hidden_size
+    return frac * 2.0 * 2.0 * routed_copies(model) * model.moe_ffn_hidden_size
 
 
 def moe_selective_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, fp8: bool = False):
@@ -210,7 +218,7 @@ def moe_selective_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp
     frac = model.num_moe_layers / model.num_layers
     norms = (1.0 + frac if model.is_mla else frac) * gemm_in * h * tok
     norms = np.where(sp, norms / tp_f, norms)
-    act = (frac * gemm_in * model.moe_topk * model.moe_ffn_hidden_size + glu_clamp_bytes_per_token(model)) * tok / tp_f
+    act = (frac * gemm_in * routed_copies(model) * model.moe_ffn_hidden_size + glu_clamp_bytes_per_token(model)) * tok / tp_f
     out = norms + act
     if model.is_mla:
         out = out + mla_up_proj_bytes_per_layer(model, seq_len, micro_batch, tp, cp)
@@ -316,7 +324,7 @@ def hai_llm_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, sp):
     if model.is_moe:
         k, w, ns = model.moe_topk, model.moe_ffn_hidden_size, model.num_shared_experts
         moe = (4.0 * model.num_experts + 4.0 * k) * tok  # router scores + gating weights (FP32)
-        moe = moe + FP8_TILE * (k * (h + 2.0 * w) + ns * (h + 2.0 * w / tp)) * tok
+        moe = moe + FP8_TILE * (routed_copies(model) * (h + 2.0 * w) + ns * (h + 2.0 * w / tp)) * tok
         frac = model.num_moe_layers / model.num_layers
         return per + (1.0 - frac) * dense_mlp + frac * moe
     return per + dense_mlp
