@@ -32,7 +32,8 @@ import numpy as _np
 
 _SCALAR: ContextVar[bool] = ContextVar("clustertwin_scalar_mode", default=False)
 _get = _SCALAR.get
-_S = (float, int, bool, _np.float64, _np.int64, _np.bool_)  # plain numbers (type(x) in _S)
+# plain numbers (type(x) in _S; a set: one hash probe, where a tuple compares up to six types)
+_S = frozenset((float, int, bool, _np.float64, _np.int64, _np.bool_))
 
 ndarray = _np.ndarray
 inf = _np.inf

@@ -33,7 +33,7 @@ from ..workload.model import ModelSpec
 from ..workload.pipeline import mixed_interleaved_chunks, schedule_code, stage_layout
 from ..workload.plan import RECOMPUTE, RECOMPUTE_CODE, WIDE_DTYPES, ParallelPlan, check_plan, offload_code
 from ..workload.rules import DEFAULT_MEMORY_MARGIN_GB, memory_fits, plan_mask
-from ..workload.stacks import resolve_stack
+from ..workload.stacks import get_stack, layout_caveats, resolve_stack
 from .comm import achieved_bandwidths
 from .costs import Hardware, make_hardware, stage_costs
 from .machine import uncalibrated_note
@@ -509,15 +509,20 @@ SCALAR_FALLBACKS = [0]  # plans rerun through numpy in this process (the tests r
 
 def clear_tables() -> None:
     """Forget everything a process has memoised for one-plan estimates (benchmarks time cold calls with
-    it): priced collectives and GEMMs, stage layouts and parameters, FLOP counts, assumption texts. None of
+    it): priced collectives and GEMMs, stage layouts and parameters, in-flight layer counts, activation and
+    backward-transient bytes, per-layer compute (sim/costs.py), FLOP counts, assumption texts. None of
     them holds an answer: each is a pure function of its key (machine, model, shapes)."""
     from ..workload import flops, memory, pipeline
-    from . import comm, kernels
+    from . import comm, costs, kernels
 
     comm.clear_tables()
     kernels.clear_tables()
     pipeline._LAYOUTS.clear()
     memory._STAGE_PARAMS.clear()
+    memory._INFLIGHT.clear()
+    memory._ACT_BYTES.clear()
+    memory._TRANSIENT.clear()
+    costs._LAYER.clear()
     flops._PER_TOKEN.clear()
     _ASSUMPTIONS.clear()
     _PLACES.clear()
@@ -571,8 +576,6 @@ def _estimate(model: ModelSpec, system: SystemSpec, fabric: ScaleOutTech, plan: 
             "layers inside the interleaved order; this closed form does not price the stalls that causes (the event "
             "engine, which runs Megatron's order, was 11-32 % slower on such layouts): check with --engine event")
     if model.is_moe or plan.zero_effective >= 2:
-        from ..workload.stacks import get_stack, layout_caveats
-
         assumptions += layout_caveats(get_stack(plan.stack), is_moe=model.is_moe, ep=int(plan.ep), etp=int(plan.etp),
                                       pp=int(plan.pp), zero=int(plan.zero_effective), domain=int(hw.domain))
     details = {"forward_flops_per_token": float(forward_flops_total(model, plan.seq_len)),

@@ -67,6 +67,35 @@ STAGE_COST_FIELDS = (
 )
 
 
+def _layer_compute_of(st):
+    return attention.projections(st), attention.core(st), dense_mlp(st), logits(st)
+
+
+def _layer_compute(st):
+    """(attention projections, attention core, dense MLP, output layer + loss) of the stage: pure functions of
+    the fields in the key below (components/attention.py, mlp.py, embedding.py read no others), so one plan
+    (xp.scalar_mode) computes them once per (model, machine, those values); layouts that differ only in
+    their DP / PP / ZeRO / batch share them (as the GEMM and collective tables share the kernels below)."""
+    S = _PLAIN
+    t, c, b, tok = st.t, st.c, st.b, st.tok
+    if not (type(t) in S and type(c) in S and type(b) in S and type(tok) in S and np.in_scalar_mode()):
+        return _layer_compute_of(st)
+    model, hw = st.model, st.hw
+    key = (id(model), id(hw), t, c, b, st.s, tok, st.in_bytes, st.act_bytes, st.flash, st.cp_comm, st.attn_backend,
+           st.attn_speed, st.logits_low_precision)
+    hit = _LAYER.get(key)
+    if hit is None or hit[0] is not model or hit[1] is not hw:
+        if len(_LAYER) >= 4096:
+            _LAYER.clear()
+        hit = _LAYER[key] = (model, hw, _layer_compute_of(st))
+    return hit[2]
+
+
+# (id(model), id(hw), Stage fields) -> (model, hw, layer compute); the entry keeps the model and the machine
+# alive, so their ids are not reused while cached
+_LAYER: dict[tuple, tuple] = {}
+
+
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
                 zero, global_batch, seq_len, sp=True, etp=1, flash: bool = True, overlap: bool = True,
                 grad_reduce_bytes: float = 2.0, cp_comm: str = "p2p", stack=None, schedule=0, offload=0,
@@ -85,9 +114,7 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
                       zero=zero, global_batch=global_batch, seq_len=seq_len, sp=sp, etp=etp, flash=flash,
                       grad_reduce_bytes=grad_reduce_bytes, cp_comm=cp_comm, stack=stack, vpp=vpp, schedule=schedule)
     fm = st.frac_moe
-    proj_f, proj_b = attention.projections(st)
-    core = attention.core(st)
-    dense_f, dense_b = dense_mlp(st)
+    (proj_f, proj_b), core, (dense_f, dense_b), (logits_f, logits_b) = _layer_compute(st)
     mo = moe_layer(st)
     ep_f, ep_b = ep_comm(st, mo.a2a_bytes)
     host_f, host_b = host_idle(st, mo.fwd_s + mo.mem_fwd_s + ep_f, mo.bwd_s + mo.mem_bwd_s + ep_b)
@@ -141,7 +168,6 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         core = core._replace(fwd_s=core.fwd_s * slow, bwd_s=core.bwd_s * slow)
     tp_ = tp_comm(st)
     cp_f, cp_b, cp_hidden = cp_exchange(st)
-    logits_f, logits_b = logits(st)
     if ce != 1.0:
         logits_f, logits_b = logits_f / ce, logits_b / ce
     if paced:

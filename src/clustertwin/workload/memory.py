@@ -125,6 +125,30 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
     ``fp8``: the inputs saved for the linear layers' weight gradients are kept in FP8 (1 byte): QKV and
     MLP inputs, attention output, MLP activation output (MODELLING.md §2.4, Megatron MoE README).
     """
+    S = _PLAIN
+    if (type(seq_len) in S and type(micro_batch) in S and type(tp) in S and type(cp) in S and type(sp) in S
+            and type(recompute_code) in S and type(flash) in S and np.in_scalar_mode()):
+        # one plan (xp.scalar_mode): a pure function of these values (each is turned into a float or a bool
+        # first), computed once per (model, values), as ``stage_params``
+        key = (id(model), float(seq_len), float(micro_batch), float(tp), float(cp), bool(sp), float(recompute_code),
+               bool(flash), bool(fp8))
+        hit = _ACT_BYTES.get(key)
+        if hit is None or hit[0] is not model:
+            if len(_ACT_BYTES) >= 4096:
+                _ACT_BYTES.clear()
+            hit = _ACT_BYTES[key] = (model, _activation_bytes(model, seq_len, micro_batch, tp, cp, sp, recompute_code,
+                                                              flash, fp8))
+        return hit[1]
+    return _activation_bytes(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
+
+
+# scalar activation bytes already computed: (id(model), seq_len, micro_batch, tp, cp, sp, recompute, flash,
+# fp8) -> (model, (stored, working)); the entry keeps the model alive, so its id is not reused
+_ACT_BYTES: dict[tuple, tuple] = {}
+
+
+def _activation_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8):
+    """``activation_bytes_per_layer`` computed (no memo)."""
     tp = np.asarray(tp, dtype=float)
     cp = np.asarray(cp, dtype=float)
     b = np.asarray(micro_batch, dtype=float)
@@ -173,6 +197,27 @@ def backward_transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, ele
     gradient is the h term). The largest layer of the model sets it. Counted in every recompute mode (the first
     layer of the backward runs it with all the stored activations still held); Korthikanti et al.'s Table 2
     counts saved tensors only."""
+    S = _PLAIN
+    if (type(seq_len) in S and type(micro_batch) in S and type(tp) in S and type(cp) in S and type(elem_bytes) in S
+            and np.in_scalar_mode()):
+        # one plan (xp.scalar_mode): once per (model, values), as ``activation_bytes_per_layer``
+        key = (id(model), float(seq_len), float(micro_batch), float(tp), float(cp), float(elem_bytes))
+        hit = _TRANSIENT.get(key)
+        if hit is None or hit[0] is not model:
+            if len(_TRANSIENT) >= 4096:
+                _TRANSIENT.clear()
+            hit = _TRANSIENT[key] = (model, _transient_bytes(model, seq_len, micro_batch, tp, cp, elem_bytes))
+        return hit[1]
+    return _transient_bytes(model, seq_len, micro_batch, tp, cp, elem_bytes)
+
+
+# scalar backward transients already computed: (id(model), seq_len, micro_batch, tp, cp, elem_bytes) ->
+# (model, bytes); the entry keeps the model alive, so its id is not reused
+_TRANSIENT: dict[tuple, tuple] = {}
+
+
+def _transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes):
+    """``backward_transient_bytes`` computed (no memo)."""
     tok = np.asarray(seq_len, dtype=float) / np.asarray(cp, dtype=float) * np.asarray(micro_batch, dtype=float)
     g = 2.0 if model.swiglu else 1.0
     h = float(model.hidden_size)
@@ -349,6 +394,31 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
     (DualPipe): "edge" = rank 0 (the first and the last stage, with the MTP modules), "middle" = a rank with
     two stages of the most layers; None = the mean of the first and the last stage.
     """
+    S = _PLAIN
+    if (type(pp) in S and type(vpp) in S and type(num_micro_batches) in S
+            and (microbatch_group is None or type(microbatch_group) in S) and type(schedule) in S
+            and np.in_scalar_mode()):
+        # one plan (xp.scalar_mode): a pure function of the pipeline shape (every argument is turned into a
+        # float first), computed once per (model, shape); distinct layouts share few pipeline shapes
+        key = (int(num_layers), id(model), float(pp), float(vpp), float(num_micro_batches),
+               None if microbatch_group is None else float(microbatch_group), float(schedule), dual_rank)
+        hit = _INFLIGHT.get(key)
+        if hit is None or hit[0] is not model:
+            if len(_INFLIGHT) >= 4096:
+                _INFLIGHT.clear()
+            hit = _INFLIGHT[key] = (model, _inflight_layers(num_layers, pp, vpp, num_micro_batches, microbatch_group,
+                                                            model, schedule, dual_rank))
+        return hit[1]
+    return _inflight_layers(num_layers, pp, vpp, num_micro_batches, microbatch_group, model, schedule, dual_rank)
+
+
+# scalar in-flight layer counts already computed: (num_layers, id(model), pp, vpp, micro-batches, group,
+# schedule, dual_rank) -> (model, (first, last)); the entry keeps the model alive, so its id is not reused
+_INFLIGHT: dict[tuple, tuple] = {}
+
+
+def _inflight_layers(num_layers, pp, vpp, num_micro_batches, microbatch_group, model, schedule, dual_rank):
+    """``pipeline_inflight_layers`` computed (no memo)."""
     p = np.asarray(pp, dtype=float)
     v = np.asarray(vpp, dtype=float)
     m = np.asarray(num_micro_batches, dtype=float)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..errors import InputError
 from .model import ModelSpec
 from .rules import plan_problems as _problems
@@ -32,8 +33,6 @@ OFFLOAD_CODE = {name: i for i, name in enumerate(OFFLOAD)}
 
 def offload_code(value) -> Any:
     """Offload names or codes -> int64 codes (array; a plain int for one plan in ``xp.scalar_mode``)."""
-    from .. import xp as np
-
     if np.in_scalar_mode() and np.ndim(value) == 0:
         return OFFLOAD_CODE[str(value)] if isinstance(value, str) else int(value)
     arr = np.asarray(value)

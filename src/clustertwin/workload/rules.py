@@ -140,7 +140,7 @@ STACK_RULES: tuple[Rule, ...] = (
     Rule("stack_zero", lambda m, a, s, st: _in(a["zero"], st.zero_stages),
          lambda m, a, s, st: f"the {st.id} stack offers ZeRO stage(s) {', '.join(map(str, st.zero_stages))}, "
                              f"not {a['zero']}"),
-    Rule("stack_recompute", lambda m, a, s, st: _in(a["recompute"], [RECOMPUTE_NAMES.index(r) for r in st.recompute]),
+    Rule("stack_recompute", lambda m, a, s, st: _in(a["recompute"], _recompute_codes(st)),
          lambda m, a, s, st: f"the {st.id} stack offers recompute {' / '.join(st.recompute)}, "
                              f"not {RECOMPUTE_NAMES[int(a['recompute'])]}"),
     Rule("stack_cp", lambda m, a, s, st: (a["cp"] == 1) | st.context_parallel,
@@ -157,10 +157,30 @@ STACK_RULES: tuple[Rule, ...] = (
 )
 
 
-def _offload_codes(st) -> list[int]:
-    from .plan import OFFLOAD_CODE
+def _stack_codes(st) -> tuple[list[int], list[int], list[int]]:
+    """The (frozen) stack's recompute, pipeline schedule and offload codes, built once per stack."""
+    hit = _STACK_CODES.get(id(st))
+    if hit is None or hit[0] is not st:
+        from .plan import OFFLOAD_CODE
 
-    return [OFFLOAD_CODE[x] for x in st.offload_modes]
+        if len(_STACK_CODES) >= 256:
+            _STACK_CODES.clear()
+        hit = _STACK_CODES[id(st)] = (st, ([RECOMPUTE_NAMES.index(r) for r in st.recompute],
+                                           [SCHEDULE_CODE[x] for x in st.pipeline_schedules],
+                                           [OFFLOAD_CODE[x] for x in st.offload_modes]))
+    return hit[1]
+
+
+# id(stack) -> (stack, codes); the entry keeps the stack alive, so its id is not reused while cached
+_STACK_CODES: dict[int, tuple] = {}
+
+
+def _recompute_codes(st) -> list[int]:
+    return _stack_codes(st)[0]
+
+
+def _offload_codes(st) -> list[int]:
+    return _stack_codes(st)[2]
 
 
 def _offload_name(a) -> str:
@@ -170,7 +190,7 @@ def _offload_name(a) -> str:
 
 
 def _sched_codes(st) -> list[int]:
-    return [SCHEDULE_CODE[x] for x in st.pipeline_schedules]
+    return _stack_codes(st)[1]
 
 
 _ONE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "zero")
