@@ -412,3 +412,39 @@ def test_mtp_verification_attention_does_the_mmas_of_every_query_token(catalog):
     a2 = float(step_costs(mtp, 64.0, kv, 0.0)["attention_s"])
     assert a2 > 1.8 * a1
     assert float(step_costs(mtp, 64.0, kv, 0.0, queries_per_read=1.0)["attention_s"]) == a1
+
+
+def test_low_precision_gemm_k_overhead_keeps_mamf_shape(catalog):
+    # FP8 / NVFP4 serving GEMMs take engines.yaml low_precision_gemm's per-tile K overhead (DeepGEMM's H800
+    # FP8 sweep): relative to the K = 8192 shape the catalog MAMF was measured at, the rate follows
+    # K / (K + k0) exactly; BF16 GEMMs and chips without a sourced sweep (AMD) keep the training value
+    from clustertwin.serving.engines import low_precision_k_overhead
+    from clustertwin.sim.kernels import gemm_time
+    from clustertwin.sim.machine import make_hardware
+
+    fp8 = _inst(catalog, model="llama3.1-8b", system="hgx-h100", tp=1, weights_dtype="fp8").hw
+    k0 = low_precision_k_overhead("h100-sxm")["fp8"]
+    assert fp8.eff.gemm_k_overhead == k0 > 64
+    sysm = catalog.system("hgx-h100")
+    train = make_hardware(sysm, catalog.fabric(sysm.default_scaleout), "fp8", catalog=catalog)
+    assert train.eff.gemm_k_overhead == 64  # training GEMMs are untouched
+
+    def rate(hw, K):
+        return 2.0 * 8192 * 8192 * K / (gemm_time(hw, 8192.0, 8192.0, float(K), in_bytes=1.0) - hw.eff.kernel_overhead_s)
+
+    ref = rate(fp8, 8192)
+    for K in (512, 2048, 4096, 16384):
+        assert rate(fp8, K) / ref == pytest.approx((K / (K + k0)) / (8192 / (8192 + k0)), rel=1e-9)
+    # the MAMF shape itself keeps the rate of the training overhead at the same serving scale
+    from dataclasses import replace
+
+    from clustertwin.serving.engines import serving_chip_constants
+    from clustertwin.sim.machine import mamf_for
+
+    old = replace(train, mamf=mamf_for(train.eff.mamf_fraction, "fp8") * serving_chip_constants("h100-sxm")["gemm_mamf_scale"])
+    assert ref == pytest.approx(rate(old, 8192), rel=1e-9)
+    assert rate(fp8, 512) < 0.7 * rate(old, 512) and rate(fp8, 28672) > rate(old, 28672)
+    bf16 = _inst(catalog, model="llama3.1-8b", system="hgx-h100", tp=1, weights_dtype="bf16").hw
+    assert bf16.eff.gemm_k_overhead == 64
+    amd = _inst(catalog, model="llama3.1-8b", system="mi300x-8", tp=1, weights_dtype="fp8").hw
+    assert amd.eff.gemm_k_overhead == 64 and not low_precision_k_overhead("mi300x")

@@ -87,3 +87,17 @@ def engine_for_framework(text: str) -> EnginePreset:
 def serving_chip_constants(acc_id: str) -> dict:
     """Per-chip serving overrides of the training efficiency constants (engines.yaml ``chips``)."""
     return dict((_table().get("chips") or {}).get(acc_id) or {})
+
+
+def low_precision_k_overhead(acc_id: str) -> dict[str, float]:
+    """Per-tile K overhead (K units) of the serving FP8 / NVFP4 GEMMs on a chip, by GEMM dtype
+    (engines.yaml ``low_precision_gemm``); empty for a chip it does not list (training value kept)."""
+    lp = _table().get("low_precision_gemm") or {}
+    if acc_id not in (lp.get("chips") or ()):
+        return {}
+    return {k: float(v) for k, v in (lp.get("k_overhead") or {}).items()}
+
+
+def low_precision_k_reference() -> float:
+    """K of the shape the catalog MAMF was measured at (the overhead is normalised to keep MAMF there)."""
+    return float((_table().get("low_precision_gemm") or {}).get("mamf_k", 8192))

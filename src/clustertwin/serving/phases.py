@@ -36,7 +36,7 @@ from ..sim.comm import ALL_REDUCE, ALL_TO_ALL, collective_time
 from ..sim.kernels import gemm_time, mem_time
 from ..sim.machine import Hardware, make_hardware, mamf_for
 from ..workload.model import ModelSpec
-from .engines import EnginePreset, serving_chip_constants
+from .engines import EnginePreset, low_precision_k_overhead, low_precision_k_reference, serving_chip_constants
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp8": 1.0, "int8": 1.0,
                "nvfp4": 0.5625, "fp4": 0.5625, "int4": 0.5,  # NVFP4: 4-bit + one FP8 scale per 16 values
@@ -201,10 +201,20 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     # for this chip (Blackwell, fitted per engine), else engines.yaml `chips` (Hopper family), else training's
     scale = engine.gemm_mamf_scale.get(acc.id, serving_chip_constants(acc.id).get("gemm_mamf_scale"))
 
+    k_over = low_precision_k_overhead(acc.id)
+    k_ref = low_precision_k_reference()
+
     def view(dt: str) -> Hardware:
         h = make_hardware(system, scaleout, dt, catalog=catalog)
         if scale is not None:
             h = replace(h, mamf=mamf_for(h.eff.mamf_fraction, dt) * float(scale))
+        k0 = k_over.get(dt)
+        if k0 is not None and k0 != h.eff.gemm_k_overhead:
+            # low-precision GEMMs: the per-tile fixed cost (pipeline fill, scale / dequant epilogue, BF16
+            # store) is a larger share of a K-loop that runs 2x (FP8) / 4x (FP4) the BF16 rate; the rate at
+            # the shape MAMF was measured at (K = k_ref) is kept, so only the K-dependence changes
+            norm = (k_ref + k0) / (k_ref + h.eff.gemm_k_overhead)
+            h = replace(h, mamf=h.mamf * norm, eff=replace(h.eff, gemm_k_overhead=float(k0)))
         return h
 
     hw = view(gdt)
@@ -304,7 +314,7 @@ def _gemm(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0):
     e = hw.eff
     M = np.maximum(np.asarray(M, dtype=float), 1.0)
     tiles = np.ceil(M / e.gemm_tile_m) * np.ceil(float(N) / e.gemm_tile_n) * np.asarray(batch, dtype=float)
-    s = np.clip(np.floor(e.num_sms / np.maximum(tiles, 1.0)), 1.0, max(1.0, float(K) / 256.0))
+    s = np.clip(np.floor(e.num_sms / np.maximum(tiles, 1.0)), 1.0, max(1.0, float(K) / max(256.0, e.gemm_k_overhead)))
     return gemm_time(hw, M, N, float(K) / s, np.asarray(batch, dtype=float) * s, in_bytes=in_bytes)
 
 
