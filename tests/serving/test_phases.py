@@ -128,6 +128,8 @@ def test_serving_uses_the_training_chip_efficiency_table(catalog):
     # the serving instance's kernel constants are the training op model's (sim.machine.make_hardware over
     # workload/data/efficiency.yaml); only the GEMM scale is the serving stack's own: engines.yaml `chips`
     # (Hopper family) and each engine's `gemm_mamf_scale` (Blackwell family, fitted per engine)
+    from dataclasses import replace
+
     from clustertwin.serving import engines
     from clustertwin.sim.machine import make_hardware, mamf_for
 
@@ -138,11 +140,16 @@ def test_serving_uses_the_training_chip_efficiency_table(catalog):
         inst = _inst(catalog, system=system, tp=8, weights_dtype=wd, kv_dtype="fp8", engine=eng)
         sysm = catalog.system(system)
         hw = make_hardware(sysm, catalog.fabric(sysm.default_scaleout), wd, catalog=catalog)
-        assert inst.hw.eff == hw.eff and inst.hw.peak == hw.peak
         acc = sysm.accelerator.id
+        # FP8 / NVFP4 on NVIDIA chips: engines.yaml low_precision_gemm's K overhead, MAMF kept at K = mamf_k
+        k0 = engines.low_precision_k_overhead(acc).get(wd)
+        assert inst.hw.eff == replace(hw.eff, gemm_k_overhead=k0 or hw.eff.gemm_k_overhead) and inst.hw.peak == hw.peak
+        assert (k0 is None) == (acc == "mi300x")
+        kr = engines.low_precision_k_reference()
+        norm = 1.0 if k0 is None else (kr + k0) / (kr + hw.eff.gemm_k_overhead)
         scale = get_engine(eng).gemm_mamf_scale.get(acc, over.get(acc, {}).get("gemm_mamf_scale"))
         want = hw.mamf if scale is None else mamf_for(hw.eff.mamf_fraction, wd) * scale
-        assert inst.hw.mamf == pytest.approx(want)
+        assert inst.hw.mamf == pytest.approx(want * norm)
 
 
 def test_blackwell_gemm_scale_is_the_engines_own_not_trainings(catalog):
