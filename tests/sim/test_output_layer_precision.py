@@ -1,6 +1,7 @@
 """The output layer's GEMM precision in FP8 steps follows the framework (stack ``output_layer_low_precision``):
-Megatron-Core keeps it in BF16 (a non-TE ColumnParallelLinear outside TE's fp8_autocast), torchao Float8Linear
-(torchtitan) converts it."""
+Megatron-Core keeps it in BF16 (a non-TE ColumnParallelLinear outside TE's fp8_autocast); torchtitan keeps it in
+BF16 too (its Float8 / MX / NVFP4 converters skip ``output``); llm-foundry's tied unembedding is a plain F.linear
+outside TE; a stack that converts every nn.Linear (pytorch-fsdp) runs it at the step dtype's rate."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ def row(validation_dir):
         return next(r for r in csv.DictReader(fh) if r["id"] == "mbridge-265")  # Llama 3 8B, H100, FP8
 
 
-def test_megatron_presets_keep_the_output_layer_in_bf16():
-    for sid in ("megatron-core", "megatron-bridge", "megatron-zero-bubble"):
-        assert get_stack(sid).output_layer_low_precision is False
-    assert get_stack("torchtitan").output_layer_low_precision is True
+def test_megatron_torchtitan_and_llm_foundry_keep_the_output_layer_in_bf16():
+    for sid in ("megatron-core", "megatron-bridge", "megatron-zero-bubble", "torchtitan", "torchtitan-2024",
+                "torchtitan-2026", "llm-foundry"):
+        assert get_stack(sid).output_layer_low_precision is False, sid
+    assert get_stack("pytorch-fsdp").output_layer_low_precision is True
 
 
 @pytest.mark.parametrize("engine", ["analytical", "event"])
@@ -33,7 +35,11 @@ def test_fp8_step_runs_megatron_logits_at_the_bf16_rate(row, engine):
     bf16 = _estimate_row(dict(row, precision="bf16"), cat, engine)
     if engine == "analytical":
         assert fp8.breakdown["logits"] == pytest.approx(bf16.breakdown["logits"], rel=1e-9)
-        titan = _estimate_row(dict(row, framework="torchtitan"), cat, engine)
-        titan16 = _estimate_row(dict(row, framework="torchtitan", precision="bf16"), cat, engine)
-        assert titan.breakdown["logits"] < 0.8 * titan16.breakdown["logits"]  # FP8 output layer
+        for fw in ("torchtitan", "llm-foundry"):  # BF16 output layer in their FP8 steps as well
+            lp = _estimate_row(dict(row, framework=fw), cat, engine)
+            hp = _estimate_row(dict(row, framework=fw, precision="bf16"), cat, engine)
+            assert lp.breakdown["logits"] == pytest.approx(hp.breakdown["logits"], rel=1e-9), fw
+        conv = _estimate_row(dict(row, framework="pytorch-fsdp"), cat, engine)
+        conv16 = _estimate_row(dict(row, framework="pytorch-fsdp", precision="bf16"), cat, engine)
+        assert conv.breakdown["logits"] < 0.8 * conv16.breakdown["logits"]  # FP8 output layer
     assert fp8.step_time_s < bf16.step_time_s  # the layers still run FP8

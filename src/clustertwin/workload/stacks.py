@@ -68,11 +68,12 @@ class SoftwareStack:
     # FP8/FP4 weights quantised once per step and re-used by every micro-batch (Transformer Engine: Megatron
     # passes is_first_microbatch to TE modules) instead of in every forward (torchao Float8Linear)
     fp8_weight_cache: bool = False
-    # the output layer (logits GEMM) runs in the step's FP8 / FP4 dtype (True: torchao / torchtitan Float8Linear
-    # converts every nn.Linear not in filter_fqns, whose default is empty); False: it stays BF16, as in
+    # the output layer (logits GEMM) runs in the step's FP8 / FP4 dtype (True: a plain torchao
+    # convert_to_float8_training without a module filter converts every nn.Linear); False: it stays BF16, as in
     # Megatron-Core, whose GPTModel.output_layer is a tensor_parallel.ColumnParallelLinear (not a Transformer
     # Engine module) called after the TransformerBlock, outside TE's fp8_autocast (megatron/core/models/gpt/
-    # gpt_model.py); NVIDIA's FP8 / MXFP8 / NVFP4 recipes therefore keep the logits in BF16
+    # gpt_model.py); NVIDIA's FP8 / MXFP8 / NVFP4 recipes therefore keep the logits in BF16. torchtitan and
+    # llm-foundry keep it in BF16 as well (see their presets)
     output_layer_low_precision: bool = True
     # implementation efficiency of the framework's compute kernels relative to the Megatron-Core / TE kernels
     # the chip constants describe (1 = same): every GEMM, attention and element-wise kernel of a layer and
@@ -340,6 +341,10 @@ register_stack(
         fsdp_impl="fsdp1", fsdp_prefetch=1, attention_kernel_speed=round(1 / 1.7, 3),
         compute_efficiency=1.0, fsdp_overlap=0.0,  # FITTED (efficiency.yaml `fitted`)
         offload_modes=("none", "params"),  # Composer fsdp_config cpu_offload (FSDP CPUOffload)
+        # MPT ties the unembedding to the input embedding: SharedEmbedding.forward(unembed=True) is a plain
+        # F.linear (llmfoundry/models/layers/custom_embedding.py), not a te.Linear, so amp_fp8 (TE fp8_autocast)
+        # leaves the logits GEMM in BF16
+        output_layer_low_precision=False,
     ))
 register_stack(
     SoftwareStack(
@@ -398,11 +403,18 @@ register_stack(
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
         # not say it enabled async TP is modelled with the default.
         tp_overlap=False, moe_experts_impl="grouped-mm",
+        # the LM head stays BF16 in every torchtitan low-precision recipe: through early 2025 the Float8 converter
+        # hard-codes module_filter_fn=lambda mod, fqn: fqn != "output" (torchtitan/float8_linear.py, then
+        # torchtitan/float8.py); later the filter is [float8] filter_fqns, which torchtitan's llama3
+        # train_configs (llama3_8b.toml, llama3_70b.toml) set to "output"; MX (MXFP8): job_config MX.filter_fqns
+        # defaults to ["output"] ("By default we always skip the output layer", torchtitan/config/job_config.py);
+        # NVFP4 keeps "the final 15% plus the LM head in bf16" (torchtitan/components/quantization/nvfp4.md)
+        output_layer_low_precision=False,
         # attention through torch SDPA, whose default on sm90 / sm100 is the bundled FlashAttention-2 until
         # torch 2.11 (torchtitan-2026 below)
         attention_backend="fa2",
         offload_modes=("none", "params"),  # training.enable_cpu_offload: FSDP2 CPUOffloadPolicy
-        compute_efficiency=0.825,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
+        compute_efficiency=0.85,  # FITTED (efficiency.yaml `fitted`: compute_efficiency)
     ))
 # torchtitan before 2025: the same stack, but the loss was not compiled (train.py: "TODO: compiling loss
 # function causes CUDA errors, turning off for now"), so the eager cross_entropy(pred.float()) holds per logit

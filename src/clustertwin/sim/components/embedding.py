@@ -1,6 +1,7 @@
 """Output layer and loss on the last pipeline stage, one micro-batch: the logits GEMM (vocabulary
 split by TP; BF16 inputs, at the step dtype's tensor-core rate where the stack converts the output layer
-(``output_layer_low_precision``: torchao Float8Linear), else at the BF16 rate: Megatron-Core keeps the
+(``output_layer_low_precision``: a torchao conversion of every nn.Linear), else at the BF16 rate (torchtitan and
+llm-foundry skip the LM head in their FP8 / MX / NVFP4 recipes, workload/stacks.py): Megatron-Core keeps the
 output layer out of TE's FP8 region) and the FP32 cross-entropy kernels (40 % forward, 60 % backward of
 16 B per logit).
 Multi-token prediction (``mtp_depth``) repeats the head per depth; the embedding lookup is not costed
