@@ -366,12 +366,20 @@ def resolve_row(row: dict[str, str], catalog) -> tuple[dict[str, str], list[str]
 _RECOMPUTE_SPELLINGS = {
     "none": ("no", "false", "off", "0", "disabled", "no-recompute", "no-ac"),
     "selective": ("selective-attention", "selective-attn", "attention", "sac", "selective-ac", "core-attention",
-                  "partial", "block", "op", "selective-op"),
+                  "partial", "block", "op", "selective-op", "per-op", "per-op-sac", "op-sac", "op-level",
+                  "selective-per-op", "layer", "per-layer", "selective-layer", "layer-sac"),
     "full": ("yes", "true", "on", "1", "full-uniform", "full-block", "uniform", "activation-checkpointing",
              "checkpointing", "ac", "full-ac", "gradient-checkpointing", "all", "full-recompute"),
 }
 _FLAG_TRUE = ("1", "yes", "true", "on", "y", "t", "enabled")
 _FLAG_FALSE = ("0", "no", "false", "off", "n", "f", "disabled")
+# PyTorch FSDP ShardingStrategy names (torch.distributed.fsdp.ShardingStrategy; FSDP2 fully_shard) a published run
+# may print in the `fsdp` column -> (fsdp flag, ZeRO stage it implies). HYBRID_SHARD (HSDP) shards inside a
+# replica group and all-reduces across groups; it is modelled as full sharding over all dp ranks (said in the note)
+_FSDP_STRATEGIES = {
+    "full-shard": ("1", 3), "fully-shard": ("1", 3), "shard-grad-op": ("1", 2), "hybrid-shard": ("1", 3),
+    "hybrid-shard-zero2": ("1", 2), "no-shard": ("0", 0),
+}
 
 
 def _fill_stack_defaults(out: dict[str, str], notes: list[str]) -> None:
@@ -420,6 +428,17 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
     def text(key: str) -> str:
         return (out.get(key) or "").strip()
 
+    strategy = re.sub(r"[\s_]+", "-", text("fsdp").lower()).strip("-")
+    if strategy in _FSDP_STRATEGIES:
+        flag, stage = _FSDP_STRATEGIES[strategy]
+        said = f"fsdp {text('fsdp')!r} (PyTorch FSDP sharding strategy) read as fsdp {flag}"
+        out["fsdp"] = flag
+        if not text("zero_stage"):
+            out["zero_stage"] = str(stage)
+            said += f", zero_stage {stage}"
+        if strategy.startswith("hybrid"):
+            said += " (HSDP modelled as sharding over all dp ranks: its replica all-reduce is not priced apart)"
+        notes.append(said)
     for key in ("sequence_parallel", "fsdp"):
         v = text(key).lower()
         if v in _FLAG_TRUE:
@@ -449,6 +468,10 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
         mb = _int(out, "micro_batch")
     except InputError:
         return  # a non-numeric column: check_row_inputs / the plan reports it
+    if not text("tp") and n and dp and n % (dp * pp * cp) == 0 and n // (dp * pp * cp) > 1:
+        tp = n // (dp * pp * cp)
+        out["tp"] = str(tp)
+        notes.append(f"tp blank: num_gpus / (dp*pp*cp) = {tp}")
     inner = tp * pp * cp
     if pp == 1 and _int(out, "virtual_pipeline") > 1:
         notes.append(f"virtual_pipeline {text('virtual_pipeline')} with pp 1 read as 1 (no pipeline to interleave)")
@@ -470,8 +493,16 @@ def _fill_columns(out: dict[str, str], notes: list[str]) -> None:
             notes.append(f"tp*pp*cp*dp = {inner * dp} but num_gpus is {n}: the degrees are kept, num_gpus "
                          f"taken as {inner * dp}")
     if not mb:
-        out["micro_batch"] = "1"
-        notes.append("micro_batch blank: 1 assumed")
+        fw = framework_for_row(out)
+        d, gb = max(1, _int(out, "dp", 1)), _int(out, "global_batch")
+        if fw.blank_micro_batch == "local" and pp == 1 and gb and gb % d == 0:
+            out["micro_batch"] = str(gb // d)
+            notes.append(f"micro_batch blank: the {fw.framework} default runs the local batch without gradient "
+                         f"accumulation (frameworks.yaml blank_micro_batch): global_batch / dp = {gb // d}")
+        else:
+            out["micro_batch"] = "1"
+            notes.append("micro_batch blank: 1 assumed" + (f" (the {fw.framework} pipeline micro-batch default)"
+                                                           if fw.blank_micro_batch == "local" else ""))
     if not text("seq_len"):
         out["seq_len"] = "2048"
         notes.append("seq_len blank: 2048 assumed")

@@ -257,3 +257,31 @@ def test_architecture_details_no_column_gives_come_from_the_zoo_model_the_row_na
     for cols in ({"num_layers": "24"}, {"model": "my-own-moe"}):
         other = model_from_row(dict(rows["mbridge-93"], notes="", **cols))
         assert not (other.linear_bias or other.glu_clamp or other.sliding_window)
+
+
+@pytest.fixture(scope="module")
+def titan(validation_dir):  # torchtitan FSDP2 + TP 8, Llama 3.1 70B on 256 H100 (FP8, full AC)
+    return next(r for r in _rows(validation_dir, "training") if r["id"] == "tt-h100-2412-t4-1")
+
+
+@pytest.mark.parametrize(("cols", "said", "same"), [
+    ({"fsdp": "FULL_SHARD"}, "fsdp 'FULL_SHARD' (PyTorch FSDP sharding strategy) read as fsdp 1", True),
+    ({"fsdp": "full_shard", "zero_stage": ""}, "read as fsdp 1, zero_stage 3", True),
+    ({"fsdp": "HYBRID_SHARD"}, "HSDP modelled as sharding over all dp ranks", True),
+    ({"fsdp": "SHARD_GRAD_OP", "zero_stage": ""}, "read as fsdp 1, zero_stage 2", False),
+    ({"recompute": "per-op"}, "read as selective", False),
+    ({"recompute": "layer"}, "read as selective", False),
+    ({"precision": "amp_fp8"}, "modelled as fp8", True),  # Composer / llm-foundry precision name
+    ({"tp": ""}, "tp blank: num_gpus / (dp*pp*cp) = 8", True),
+    ({"micro_batch": ""}, "global_batch / dp = 16", True),  # torchtitan: no gradient accumulation by default
+])
+def test_sharded_dp_spellings_and_blanks_are_modelled_as_published(titan, cols, said, same):
+    base, r = _one(titan), _one(titan, **cols)
+    assert said in r.note
+    assert (r.predicted == pytest.approx(base.predicted, rel=1e-9)) is same
+
+
+def test_blank_micro_batch_is_one_with_pipeline_parallelism_or_on_megatron(validation_dir, h100):
+    pp = next(r for r in _rows(validation_dir, "training") if r["id"] == "tt-h100-2412-t6-3")  # torchtitan, pp 8
+    assert "micro_batch blank: 1 assumed" in _one(pp, micro_batch="").note
+    assert "micro_batch blank: 1 assumed" in _one(h100, micro_batch="").note  # Megatron-Core

@@ -498,6 +498,9 @@ class FrameworkStack:
     # (frameworks.yaml blank_sequence_parallel / blank_zero_stage, with their sources)
     blank_sequence_parallel: bool = False
     blank_zero_stage: int = 0
+    # a blank `micro_batch`: "one" (1), or "local" (the per-rank batch global_batch / dp, no gradient
+    # accumulation, without pipeline parallelism; 1 per pipeline micro-batch with it): frameworks.yaml
+    blank_micro_batch: str = "one"
 
 
 def _version_key(text: str) -> float | None:
@@ -580,4 +583,5 @@ def stack_for_framework(framework: str, version: str = "", sharded: bool = False
     if entry.get("assumed"):
         note = "; ".join(x for x in (note, " ".join(str(entry["assumed"]).split())) if x)
     return FrameworkStack(STACKS[sid], key, (str(rule_name), int(n)), note=note,
-                          blank_sequence_parallel=blank_sp, blank_zero_stage=blank_zero)
+                          blank_sequence_parallel=blank_sp, blank_zero_stage=blank_zero,
+                          blank_micro_batch=str(entry.get("blank_micro_batch", "one")))
