@@ -19,16 +19,13 @@ import argparse
 import json
 from pathlib import Path
 
+from _heldout_report import fmt, print_by, print_failed
 from clustertwin.catalog import load_catalog
 from clustertwin.validate import by_table, memory_basis, read_rows, validate_file
 
 HERE = Path(__file__).resolve().parent
 DEFAULT = HERE / "data" / "heldout_memory.csv"
 BY = ["framework", "gpu", "precision", "basis"]
-
-
-def _fmt(x: float | None, spec: str = "6.1f") -> str:
-    return format(x, spec) if x is not None else f"{'-':>6s}"
 
 
 def run(path: Path) -> dict:
@@ -59,21 +56,16 @@ def main() -> None:
         print(json.dumps(res, indent=1))
         return
     print(f"{res['file']}: {res['rows']} held-out published per-GPU memory figures (never used for fitting)")
-    print(f"MAPE {_fmt(res['mape_pct'], '.2f')} %, bias {_fmt(res['bias_pct'], '+.1f')} %, "
-          f"max |error| {_fmt(res['max_abs_error_pct'], '.1f')} %, modelled {res['modelled']}/{res['rows']}")
-    print(f"  {'column':10s} {'value':24s} {'n':>3s} {'MAPE %':>7s} {'bias %':>7s} {'max %':>6s}  worst")
-    for s in res["by"]:
-        print(f"  {s['column']:10s} {s['value']:24s} {s['n']:3d} {_fmt(s['mape_pct'], '7.1f')} "
-              f"{_fmt(s['bias_pct'], '+7.1f')} {_fmt(s['max_abs_error_pct'], '6.1f')}  {s['worst'] or ''}")
+    print(f"MAPE {fmt(res['mape_pct'], '.2f')} %, bias {fmt(res['bias_pct'], '+.1f')} %, "
+          f"max |error| {fmt(res['max_abs_error_pct'], '.1f')} %, modelled {res['modelled']}/{res['rows']}")
+    print_by(res["by"], 10, 24)
     print("  every row:")
     for w in res["per_row"]:
         if w["error_pct"] is None:
             continue
         print(f"    {w['id']:34s} measured {w['measured']:7.2f} GB  predicted {w['predicted']:7.2f} GB  "
               f"{w['error_pct']:+6.1f} %  [{w['stack']}, {w['basis']}] {w['note'][:120]}")
-    print(f"  not modelled: {len(res['failed'])}")
-    for f in res["failed"]:
-        print(f"    {f['id']}: {f['reason']}")
+    print_failed(res["failed"])
 
 
 if __name__ == "__main__":

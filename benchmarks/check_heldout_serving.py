@@ -20,6 +20,7 @@ import json
 import time
 from pathlib import Path
 
+from _heldout_report import fmt, print_by, print_failed
 from clustertwin.catalog import load_catalog
 from clustertwin.serving.validation import validate_serving_rows
 from clustertwin.validate import by_table, read_rows
@@ -27,10 +28,6 @@ from clustertwin.validate import by_table, read_rows
 HERE = Path(__file__).resolve().parent
 DEFAULT = HERE / "data" / "heldout_serving.csv"
 BY = ["source_group", "scenario_kind", "gpu_id", "model_ref", "framework"]
-
-
-def _fmt(x: float | None, spec: str = "6.1f") -> str:
-    return format(x, spec) if x is not None else f"{'-':>6s}"
 
 
 def run(path: Path, by: list[str]) -> dict:
@@ -60,22 +57,18 @@ def main() -> None:
         print(json.dumps(res, indent=1))
         return
     print(f"{res['file']}: {res['rows']} held-out published serving results (never used for fitting)")
-    print(f"MAPE {_fmt(res['mape_pct'], '.2f')} %, bias {_fmt(res['bias_pct'], '+.1f')} %, max |error| "
-          f"{_fmt(res['max_abs_error_pct'], '.1f')} %, within 20 %: {res['within_20_pct']}/{res['modelled']}, "
+    print(f"MAPE {fmt(res['mape_pct'], '.2f')} %, bias {fmt(res['bias_pct'], '+.1f')} %, max |error| "
+          f"{fmt(res['max_abs_error_pct'], '.1f')} %, within 20 %: {res['within_20_pct']}/{res['modelled']}, "
           f"modelled {res['modelled']}/{res['rows']} ({res['seconds']:.0f} s)")
-    print(f"\n  {'column':14s} {'value':44s} {'n':>3s} {'MAPE %':>7s} {'bias %':>7s} {'max %':>6s}  worst")
-    for s in res["by"]:
-        print(f"  {s['column']:14s} {s['value'][:44]:44s} {s['n']:3d} {_fmt(s['mape_pct'], '7.1f')} "
-              f"{_fmt(s['bias_pct'], '+7.1f')} {_fmt(s['max_abs_error_pct'], '6.1f')}  {s['worst'] or ''}")
+    print()
+    print_by(res["by"], 14, 44)
     print("\n  every row (sorted by |error|):")
     for r in sorted(res["per_row"], key=lambda r: -abs(r["error_pct"] or 0.0)):
         if r["error_pct"] is None:
             continue
         print(f"    {r['id'][:78]:78s} measured {r['measured']:9.4g}  predicted {r['predicted']:9.4g}  "
               f"{r['error_pct']:+6.1f} %")
-    print(f"  not modelled: {len(res['failed'])}")
-    for f in res["failed"]:
-        print(f"    {f['id']}: {f['reason']}")
+    print_failed(res["failed"])
 
 
 if __name__ == "__main__":

@@ -17,16 +17,13 @@ import argparse
 import json
 from pathlib import Path
 
+from _heldout_report import fmt, print_by, print_failed
 from clustertwin.catalog import load_catalog
 from clustertwin.validate import by_table, read_rows, validate_rows
 
 HERE = Path(__file__).resolve().parent
 DEFAULT = HERE / "data" / "heldout_training.csv"
 BY = ["framework", "gpu", "family", "precision"]
-
-
-def _fmt(x: float | None, spec: str = "6.1f") -> str:
-    return format(x, spec) if x is not None else f"{'-':>6s}"
 
 
 def run(path: Path, engines: list[str], worst: int) -> dict:
@@ -62,19 +59,14 @@ def main() -> None:
         return
     print(f"{res['file']}: {res['rows']} held-out published training runs (never used for fitting)")
     for engine, e in res["engines"].items():
-        print(f"\n== engine {engine}: MAPE {_fmt(e['mape_pct'], '.2f')} %, bias {_fmt(e['bias_pct'], '+.1f')} %, "
-              f"max |error| {_fmt(e['max_abs_error_pct'], '.1f')} %, modelled {e['modelled']}/{res['rows']}")
-        print(f"  {'column':10s} {'value':24s} {'n':>3s} {'MAPE %':>7s} {'bias %':>7s} {'max %':>6s}  worst")
-        for s in e["by"]:
-            print(f"  {s['column']:10s} {s['value']:24s} {s['n']:3d} {_fmt(s['mape_pct'], '7.1f')} "
-                  f"{_fmt(s['bias_pct'], '+7.1f')} {_fmt(s['max_abs_error_pct'], '6.1f')}  {s['worst'] or ''}")
+        print(f"\n== engine {engine}: MAPE {fmt(e['mape_pct'], '.2f')} %, bias {fmt(e['bias_pct'], '+.1f')} %, "
+              f"max |error| {fmt(e['max_abs_error_pct'], '.1f')} %, modelled {e['modelled']}/{res['rows']}")
+        print_by(e["by"], 10, 24)
         print("  worst rows:")
         for w in e["worst"]:
             print(f"    {w['id']:32s} measured {w['measured']:9.4g} s  predicted {w['predicted']:9.4g} s  "
                   f"{w['error_pct']:+6.1f} %  [{w['stack']}] {w['note'][:160]}")
-        print(f"  not modelled: {len(e['failed'])}")
-        for f in e["failed"]:
-            print(f"    {f['id']}: {f['reason']}")
+        print_failed(e["failed"])
     if len(engines) == 2:
         a, b = (res["engines"][x]["per_row"] for x in engines)
         diffs = [abs(a[k] - b[k]) for k in a if a[k] is not None and b.get(k) is not None]
