@@ -64,12 +64,7 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0, dual_ra
         # one plan (xp.scalar_mode): computed once per (model, degrees); the DP collectives and the memory
         # model of one estimate ask for the same stage
         key = (id(model), float(tp), float(pp), float(ep), float(etp), float(vpp), int(schedule), dual_rank)
-        hit = _STAGE_PARAMS.get(key)
-        if hit is None or hit[0] is not model:
-            if len(_STAGE_PARAMS) >= 4096:
-                _STAGE_PARAMS.clear()
-            hit = _STAGE_PARAMS[key] = (model, _stage_params(model, tp, pp, ep, etp, vpp, schedule, dual_rank))
-        return hit[1]
+        return _memoised(_STAGE_PARAMS, key, model, _stage_params, model, tp, pp, ep, etp, vpp, schedule, dual_rank)
     return _stage_params(model, tp, pp, ep, etp, vpp, schedule, dual_rank)
 
 
@@ -77,6 +72,17 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0, dual_ra
 # (model, (dense, expert)); the entry keeps the model alive, so its id is not reused while cached
 _STAGE_PARAMS: dict[tuple, tuple] = {}
 _PLAIN = np._S  # plain numbers (clustertwin/xp.py)
+
+
+def _memoised(table: dict, key: tuple, model, compute, *args):
+    """``compute(*args)`` for one plan, kept in ``table`` under ``key`` (which holds ``id(model)``): the entry
+    keeps the model alive, so its id is not reused while cached; a full table (4,096 entries) is emptied."""
+    hit = table.get(key)
+    if hit is None or hit[0] is not model:
+        if len(table) >= 4096:
+            table.clear()
+        hit = table[key] = (model, compute(*args))
+    return hit[1]
 
 
 def _stage_params(model: ModelSpec, tp, pp, ep, etp, vpp, schedule, dual_rank):
@@ -132,13 +138,8 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
         # first), computed once per (model, values), as ``stage_params``
         key = (id(model), float(seq_len), float(micro_batch), float(tp), float(cp), bool(sp), float(recompute_code),
                bool(flash), bool(fp8))
-        hit = _ACT_BYTES.get(key)
-        if hit is None or hit[0] is not model:
-            if len(_ACT_BYTES) >= 4096:
-                _ACT_BYTES.clear()
-            hit = _ACT_BYTES[key] = (model, _activation_bytes(model, seq_len, micro_batch, tp, cp, sp, recompute_code,
-                                                              flash, fp8))
-        return hit[1]
+        return _memoised(_ACT_BYTES, key, model, _activation_bytes, model, seq_len, micro_batch, tp, cp, sp,
+                         recompute_code, flash, fp8)
     return _activation_bytes(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
 
 
@@ -202,12 +203,7 @@ def backward_transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, ele
             and np.in_scalar_mode()):
         # one plan (xp.scalar_mode): once per (model, values), as ``activation_bytes_per_layer``
         key = (id(model), float(seq_len), float(micro_batch), float(tp), float(cp), float(elem_bytes))
-        hit = _TRANSIENT.get(key)
-        if hit is None or hit[0] is not model:
-            if len(_TRANSIENT) >= 4096:
-                _TRANSIENT.clear()
-            hit = _TRANSIENT[key] = (model, _transient_bytes(model, seq_len, micro_batch, tp, cp, elem_bytes))
-        return hit[1]
+        return _memoised(_TRANSIENT, key, model, _transient_bytes, model, seq_len, micro_batch, tp, cp, elem_bytes)
     return _transient_bytes(model, seq_len, micro_batch, tp, cp, elem_bytes)
 
 
@@ -402,13 +398,8 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
         # float first), computed once per (model, shape); distinct layouts share few pipeline shapes
         key = (int(num_layers), id(model), float(pp), float(vpp), float(num_micro_batches),
                None if microbatch_group is None else float(microbatch_group), float(schedule), dual_rank)
-        hit = _INFLIGHT.get(key)
-        if hit is None or hit[0] is not model:
-            if len(_INFLIGHT) >= 4096:
-                _INFLIGHT.clear()
-            hit = _INFLIGHT[key] = (model, _inflight_layers(num_layers, pp, vpp, num_micro_batches, microbatch_group,
-                                                            model, schedule, dual_rank))
-        return hit[1]
+        return _memoised(_INFLIGHT, key, model, _inflight_layers, num_layers, pp, vpp, num_micro_batches,
+                         microbatch_group, model, schedule, dual_rank)
     return _inflight_layers(num_layers, pp, vpp, num_micro_batches, microbatch_group, model, schedule, dual_rank)
 
 
