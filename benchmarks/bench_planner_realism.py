@@ -12,7 +12,7 @@ EP choice from the rest of the search gap; `@rowMB/pub` the same with the micro-
 best plan with ZeRO limited to 0/1 (no Megatron-FSDP, which the framework has not benchmark-validated with MoE:
 `workload.stacks.layout_caveats`). After the
 table, each row above 1.30 lists where its best plan gains or pays against the row's own layout, per
-step-time term (best - row, seconds; `planner.fromrow.breakdown_delta`, as `plan --from-row` prints). `best/known` compares with the fastest published run of the
+step-time term (best - row, seconds; `planner.fromrow.breakdown_delta`, as `plan --from-row` prints), then the walk from the row's layout to the best plan one knob at a time (`knob_walk`: micro-batch, recompute, ZeRO, EP, then the rest), with the step time after each, so the choice that carries the search's gain is named. `best/known` compares with the fastest published run of the
 same job (model, system, GPUs, precision, global batch, sequence length) over the Megatron-Bridge
 releases (benchmarks/data/megatron_bridge_best_known.csv, sourced): where a later release ran the job
 faster than the row, the row's layout or software was not the best the experts found, and the later
@@ -52,6 +52,7 @@ from clustertwin.validate import (
     packaged_path,
     plan_from_row,
     read_rows,
+    resolve_row,
 )
 
 KNOWN_KEYS = ("model", "system", "num_gpus", "precision", "global_batch", "seq_len")
@@ -74,6 +75,58 @@ def later_plan(row: dict[str, str], known_run: dict[str, str]):
     tp, pp, vpp, ep, mb = (int(known_run[c]) for c in ("tp", "pp", "vpp", "ep", "micro_batch"))
     return dataclasses.replace(p, tp=tp, pp=pp, vpp=vpp, ep=ep, micro_batch=mb, dp=int(row["num_gpus"]) // (tp * pp * p.cp),
                                sequence_parallel=tp > 1)
+
+
+# the best plan's knobs, applied to the row's own layout one group at a time in this order (knob_walk)
+KNOB_STEPS = (("mb", ("micro_batch",)), ("recompute", ("recompute",)), ("zero", ("zero",)), ("ep", ("ep", "etp")),
+              ("rest", ("tp", "pp", "dp", "cp", "vpp", "schedule")))
+
+
+def knob_walk(row: dict[str, str], best: dict, catalog, engine: str = "analytical") -> list[tuple]:
+    """From the row's own layout to the planner's best plan one knob group of ``KNOB_STEPS`` at a time: which
+    choice carries the search's gain. Returns ``(step, label, step_time_s, fits_memory, memory_gb, terms)`` per
+    step, the first the row's own layout ("row") and the last the best plan itself; ``terms`` are the per-term
+    changes of that step (``breakdown_delta``, largest first). Intermediate layouts are estimated without the
+    plan rules (``check=False``): a step may give a layout the memory model refuses (``fits_memory`` False)
+    that a later step (recompute, ZeRO) makes fit."""
+    row = resolve_row(row, catalog)[0]
+    model = model_from_row(row)
+    system, fabric = _row_hardware(row, catalog)
+    eng = get_engine(engine)
+    cur = plan_from_row(row)
+    prev = eng.estimate(model, system, fabric, cur, catalog=catalog, check=False)
+    out = [("row", "", prev.step_time_s, prev.fits_memory, prev.memory_gb_per_gpu, [])]
+    for step, keys in KNOB_STEPS:
+        kw: dict = {}
+        for k in keys:
+            if k == "schedule":
+                kw["pipeline_schedule"] = str(best["schedule"])
+            elif k == "recompute":
+                kw["recompute"] = str(best["recompute"])
+            else:
+                kw[k] = int(best[k])
+        if "zero" in kw:
+            kw["fsdp"] = kw["zero"] >= 3
+        if "tp" in kw:
+            kw["sequence_parallel"] = kw["tp"] > 1
+        cur = dataclasses.replace(cur, **kw)
+        e = eng.estimate(model, system, fabric, cur, catalog=catalog, check=False)
+        label = {"mb": f"mb{cur.micro_batch}", "recompute": cur.recompute, "zero": f"Z{cur.zero}",
+                 "ep": f"EP{cur.ep}" + (f" ETP{cur.etp}" if cur.etp > 1 else ""),
+                 "rest": f"TP{cur.tp} PP{cur.pp} DP{cur.dp} CP{cur.cp} V{cur.vpp}"}[step]
+        out.append((step, label, e.step_time_s, e.fits_memory, e.memory_gb_per_gpu,
+                    breakdown_delta(e.breakdown, prev.breakdown)))
+        prev = e
+    return out
+
+
+def format_walk(walk: list[tuple]) -> str:
+    """One line of ``knob_walk``: each step's layout change, step time and its largest term change."""
+    parts = [f"row {walk[0][2]:.2f} s" + ("" if walk[0][3] else f" (memory {walk[0][4]:.0f} GB: refused)")]
+    for _step, label, t, fits, mem, terms in walk[1:]:
+        top = f" [{terms[0][0]} {terms[0][1]:+.2f}]" if terms else ""
+        parts.append(f"{label} {t:.2f} s" + ("" if fits else f" (memory {mem:.0f} GB: no fit)") + top)
+    return " -> ".join(parts)
 
 
 REASONS = ("later-run", "own-layout", "open")
@@ -120,7 +173,7 @@ def main() -> None:
           f"{'best layout':<35} {'best/pub':>8} {'own/pub':>8} {'pub rank':>8} {'best/known':>10} {'@rowEP/pub':>10} "
           f"{'@rowMB/pub':>10} {'@Z01/pub':>8} {'s':>5}")
     ratios, in_top, failed, moe, vs_known, later, later_rows, refused = [], 0, [], [], [], [], [], []
-    gains, why = [], []
+    gains, why, walks = [], [], []
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -176,6 +229,7 @@ def main() -> None:
 
         if ratio > 1.30:
             why.append((r["id"], ratio, reason(ratio, own, ref / pub, vs_known[-1])))
+            walks.append((r["id"], ratio, format_walk(knob_walk(r, best, cat, a.engine))))
             d = breakdown_delta(best["breakdown"], own_est.breakdown)
             gains.append(f"{r['id']} ({ratio:.2f}): row {fmt(lay)} {knobs(lay)}, model {own_est.step_time_s:.2f} s -> best "
                          f"{fmt(best)} {knobs(best)}, {best['step_time_s']:.2f} s: "
@@ -214,6 +268,11 @@ def main() -> None:
                   "differences best - row (s):")
             for line in gains:
                 print("    " + line)
+        if walks:
+            print("rows above 1.30: from the row's layout to the best plan one knob at a time (micro-batch, recompute, "
+                  "ZeRO, EP, then the rest; `knob_walk`), step time after each and its largest term change (s):")
+            for rid, x, line in walks:
+                print(f"    {rid} ({x:.2f}): {line}")
         if why:
             print("why each row above 1.30 is there (`reason`: a later release's faster run of the job, the model's error "
                   "at the row's own layout, or neither):")

@@ -48,3 +48,30 @@ def test_realism_reason_classifies_from_published_figures():
     cat, text = mod.reason(1.52, 0.97, 1.0, 1.52)
     assert cat == "open" and "1.57x" in text
     assert set(mod.REASONS) == {"later-run", "own-layout", "open"}
+
+
+def test_realism_knob_walk_goes_from_the_row_layout_to_the_best_plan(validation_dir):
+    """knob_walk starts at the validator's estimate of the row's own layout and, after the last knob group,
+    is the planner's best plan (same step time), so the steps between attribute the search's whole gain."""
+    import importlib.util
+
+    from clustertwin import load_catalog
+    from clustertwin.planner.fromrow import request_from_row
+    from clustertwin.planner.planning import plan
+    from clustertwin.validate import _estimate_row, read_rows
+
+    path = KNOWN.parents[1] / "bench_planner_realism.py"
+    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cat = load_catalog()
+    row = next(r for r in read_rows(validation_dir / "training.csv") if r["id"] == "mbridge-227")
+    req, _ = request_from_row(row, cat, top_k=1)
+    best = plan(req, cat).plans[0]
+    walk = mod.knob_walk(row, best, cat)
+    assert [w[0] for w in walk] == ["row"] + [s for s, _ in mod.KNOB_STEPS]
+    assert abs(walk[0][2] - _estimate_row(row, cat).step_time_s) < 1e-9
+    assert abs(walk[-1][2] - best["step_time_s"]) < 1e-6 * best["step_time_s"]
+    assert walk[-1][3] is True  # the best plan fits
+    line = mod.format_walk(walk)
+    assert line.startswith("row ") and line.count(" -> ") == len(mod.KNOB_STEPS)
