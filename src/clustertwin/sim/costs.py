@@ -82,7 +82,7 @@ def _layer_compute(st):
         return _layer_compute_of(st)
     model, hw = st.model, st.hw
     key = (id(model), id(hw), t, c, b, st.s, tok, st.in_bytes, st.act_bytes, st.flash, st.cp_comm, st.attn_backend,
-           st.attn_speed, st.logits_low_precision)
+           st.attn_speed, st.logits_low_precision, st.cp_torch_ring)
     hit = _LAYER.get(key)
     if hit is None or hit[0] is not model or hit[1] is not hw:
         if len(_LAYER) >= 4096:

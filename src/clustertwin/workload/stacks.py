@@ -38,6 +38,12 @@ class SoftwareStack:
     zero_stages: tuple[int, ...]  # sharding modes the framework offers (1 = distributed optimizer)
     recompute: tuple[str, ...]  # activation-recompute modes it offers
     cp_comm: str = "p2p"  # context parallelism: "p2p" ring (overlapped) or "allgather" of K/V (exposed)
+    # how the CP attention core runs: "fused" (TE's p2p ring merges each step's partial output in the
+    # output dtype; an all-gather stack attends to the gathered K,V in one kernel, Llama 3 Sec. 3.3.2) or
+    # "torch-ring" (PyTorch's torch.distributed.tensor.experimental context_parallel: whatever the rotate
+    # method, one SDPA call per K,V chunk, the partial outputs merged and the dQ / dK,dV accumulated in FP32,
+    # _ContextParallelOptions.convert_to_f32 = True; _templated_ring_attention(_backward))
+    cp_attention: str = "fused"
     sequence_parallel: bool = True  # Megatron sequence parallelism with TP (Korthikanti et al. 2022)
     # the sequence-parallel TP collectives run beside the layer's GEMMs (TE userbuffers ring exchange in
     # Megatron; async TP in torchtitan): False = the framework's default TP issues them between its GEMMs
@@ -149,7 +155,8 @@ class SoftwareStack:
                 "context_parallel": self.context_parallel, "uneven_pipeline": self.uneven_pipeline,
                 "fsdp_impl": self.fsdp_impl, "fsdp_prefetch": self.fsdp_prefetch, "fsdp_overlap": self.fsdp_overlap,
                 "fsdp_flat_ring": self.fsdp_flat_ring, "attention_kernel_speed": self.attention_kernel_speed,
-                "attention_backend": self.attention_backend, "fp8_weight_cache": self.fp8_weight_cache,
+                "attention_backend": self.attention_backend, "cp_attention": self.cp_attention,
+                "fp8_weight_cache": self.fp8_weight_cache,
                 "compute_efficiency": self.compute_efficiency, "tp_overlap": self.tp_overlap,
                 "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
@@ -391,6 +398,10 @@ register_stack(
                "arXiv:2410.06511 Sec. 3",
         flash_attention=True, overlap=True, grad_reduce_bytes=4, zero_stages=(0, 2, 3),
         recompute=("none", "selective", "full"), cp_comm="allgather", fsdp_impl="fsdp2", fsdp_prefetch=1,
+        # torchtitan's CP is PyTorch's context_parallel (create_context_parallel_ctx in torchtitan/utils.py, 2025+
+        # torchtitan/distributed/utils.py; SDPA limited to the FLASH / EFFICIENT backends under CP):
+        # the K,V all-gather feeds the same per-chunk ring loop, merged in FP32
+        cp_attention="torch-ring",
         # torchtitan activation_checkpoint.mode = selective: "op" saves every other matmul output, an int
         # (default 2) checkpoints every 2nd layer (torchtitan/models/llama3/infra/parallelize.py)
         selective_recompute="half-forward", loss_bytes_per_logit=4.0,  # compiled loss (see torchtitan-2024)

@@ -11,7 +11,9 @@ Interface:
 Fused attention runs at ``attention_efficiency`` (FlashAttention-2 class; ``attention_efficiency_cudnn`` when
 the stack's ``attention_backend`` is TE's cuDNN fused attention) of the BF16 peak with a roll-off s/(s + s_half) in the
 KV length one kernel call sees; the backward does 2.5x the forward FLOPs (FlashAttention recomputes
-QK^T, MODELLING.md §1.4); causal masking skips all but the diagonal 128-blocks.
+QK^T, MODELLING.md §1.4); causal masking skips all but the diagonal 128-blocks. With CP the core runs one
+kernel per ring step on the local K,V chunk and merges the partial outputs (TE's p2p ring; PyTorch's
+context_parallel, which torchtitan uses, does this with FP32 accumulators also when it all-gathers K,V).
 """
 
 from __future__ import annotations
@@ -107,8 +109,10 @@ def core(st: Stage) -> AttentionCore:
         blk = 128.0
         causal_frac = 0.5 * (1.0 + blk / np.maximum(s_q, blk))
         # roll-off with the KV length one kernel call sees: the full sequence, or with a CP ring the local
-        # chunk s/c (one call per ring step); the CP all-gather path attends to the gathered K,V
-        s_kv = s if st.cp_comm == "allgather" else s / c
+        # chunk s/c (one call per ring step); the CP all-gather path attends to the gathered K,V in one call,
+        # except PyTorch's context_parallel, which runs its per-chunk ring loop over the gathered K,V as well
+        ring = st.cp_comm != "allgather" or st.cp_torch_ring
+        s_kv = s / c if ring else s
         eff = attention_kernel_efficiency(st)
         rate = hw.peak_bf16 * eff * st.attn_speed * s_kv / (s_kv + hw.eff.attention_seq_half)
         attn_f = core_full * causal_frac / rate + 2 * kern
@@ -122,17 +126,20 @@ def core(st: Stage) -> AttentionCore:
             win = core_full * w / s
             attn_f = (1.0 - fw) * attn_f + fw * (win / rate_w + 2 * kern)
             attn_b = (1.0 - fw) * attn_b + fw * (2.5 * win / rate_w + 4 * kern)
-        if st.cp_comm != "allgather":
+        if ring:
             # CP ring (TE AttnFuncWithCPAndKVP2P): one attention call per ring step, and the partial
             # results are merged: forward reads each step's BF16 output (+ LSE) and rescales the BF16
             # output accumulator (read + write), backward adds each step's dQ (local) and the travelling
-            # dK, dV into their accumulators: 2 + 2 + 2 B per element per step
+            # dK, dV into their accumulators: 2 + 2 + 2 B per element per step. PyTorch's context_parallel
+            # keeps the accumulators in FP32 (convert_to_f32: _SDPAMerger upcasts each step's output and
+            # LSE, the backward accumulates dQ, dK, dV in float32 and rotates dK, dV in float32): 2 + 4 + 4 B
             steps = c - 1.0
+            acc = 10.0 if st.cp_torch_ring else 6.0
             out_elems = b * s_q * heads * dv
             dq_elems = b * s_q * heads * dq
             kv_e = b * s_q * kv_elems_per_token(st)
-            attn_f = attn_f + np.where(c > 1, mem_time(hw, c * 6.0 * out_elems, 2.0 * steps + 1.0), 0.0)
-            attn_b = attn_b + np.where(c > 1, mem_time(hw, c * 6.0 * (dq_elems + kv_e), 4.0 * steps + 1.0), 0.0)
+            attn_f = attn_f + np.where(c > 1, mem_time(hw, c * acc * out_elems, 2.0 * steps + 1.0), 0.0)
+            attn_b = attn_b + np.where(c > 1, mem_time(hw, c * acc * (dq_elems + kv_e), 4.0 * steps + 1.0), 0.0)
         zero = np.zeros_like(tok)
         return AttentionCore(attn_f * np.ones_like(tok), attn_b * np.ones_like(tok), zero, zero)
     bh = b * heads

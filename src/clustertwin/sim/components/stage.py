@@ -15,7 +15,8 @@ weights (2: BF16/FP16 and the FP8/FP4 recipes, whose non-GEMM tensors stay 16-bi
 ``workload.plan.WIDE_DTYPES``); ``fp8`` FP8/FP4 GEMMs (adds cast kernels); ``frac_moe`` the share of MoE layers;
 ``flash``, ``cp_comm`` ("p2p" ring or "allgather"), ``grad_reduce_bytes`` from the software stack, and
 from its preset (workload/stacks.py): ``attn_speed`` (fused-attention kernel rate relative to the chip's
-FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAttention or TE's cuDNN), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
+FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAttention or TE's cuDNN),
+``cp_torch_ring`` (CP attention as PyTorch's context_parallel: per-chunk SDPA calls, FP32 merges), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
 sharded-DP implementation: ``fsdp_recompute_gather`` (the recompute forward gathers the parameters again,
 DeepSpeed ZeRO-3, any version) and ``fsdp_flat`` (gather rings cross the network on every hop).
 """
@@ -59,6 +60,7 @@ class Stage:
     grad_reduce_bytes: float
     attn_speed: float = 1.0
     attn_backend: str = "flash"  # fused-attention backend: "flash" (FlashAttention-2 class) or "cudnn" (TE)
+    cp_torch_ring: bool = False  # CP attention as PyTorch's context_parallel runs it (stack cp_attention)
     sel_half: bool = False
     fp8_weight_cache: bool = False  # FP8 weights cast once per step (TE), not every micro-batch (torchao)
     logits_low_precision: bool = True  # the output layer GEMM in the FP8/FP4 step dtype (stack preset)
@@ -123,6 +125,7 @@ _STACK_FIELDS: dict[int, tuple] = {}
 
 def _fields_of(stack) -> dict:
     return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
+            "cp_torch_ring": getattr(stack, "cp_attention", "fused") == "torch-ring",
             "sel_half": stack.selective_recompute == "half-forward",
             "fp8_weight_cache": bool(stack.fp8_weight_cache),
             "logits_low_precision": bool(getattr(stack, "output_layer_low_precision", True)),
