@@ -455,3 +455,38 @@ def test_low_precision_gemm_k_overhead_keeps_mamf_shape(catalog):
     assert bf16.eff.gemm_k_overhead == 64
     amd = _inst(catalog, model="llama3.1-8b", system="mi300x-8", tp=1, weights_dtype="fp8").hw
     assert amd.eff.gemm_k_overhead == 64 and not low_precision_k_overhead("mi300x")
+
+
+def test_unlisted_chip_takes_its_architecture_familys_serving_kernels(catalog):
+    # engines.yaml lists its serving kernel constants per chip (H100 SXM / H200 / H800; B200 / GB200 / B300 /
+    # GB300); another chip of the same SM architecture (H20, GH200, H100 NVL / PCIe) runs the same FA3 /
+    # FlashMLA / DeepGEMM-class kernels, so it takes the value its listed family shares (and says so)
+    from dataclasses import replace
+
+    from clustertwin.serving.engines import family_value, low_precision_k_overhead, serving_chip_constants
+
+    assert family_value({"h100-sxm": 0.65, "h200": 0.65}, "h20", "hopper") == 0.65
+    assert family_value({"h100-sxm": 0.65, "h200": 0.6}, "h20", "hopper") is None  # a family that disagrees
+    assert family_value({"h100-sxm": 0.65}, "b200", "blackwell") is None  # no chip of the family listed
+    assert family_value({"h100-sxm": 0.65, "h20": 0.5}, "h20", "hopper") == 0.5  # a chip's own entry wins
+    assert low_precision_k_overhead("h20", "hopper") == low_precision_k_overhead("h100-sxm")
+    assert not low_precision_k_overhead("mi355x", "cdna4")  # AMD: no sourced sweep, training value kept
+    assert serving_chip_constants("gh200", "hopper") == serving_chip_constants("h100-sxm")
+
+    h20 = _inst(catalog, model="llama3.1-8b", system="hgx-h20", tp=1, weights_dtype="fp8")
+    assert h20.hw.eff.gemm_k_overhead == low_precision_k_overhead("h100-sxm")["fp8"]
+    assert any("hopper family" in n for n in h20.notes)
+    assert not any("family" in n for n in _inst(catalog, model="llama3.1-8b", tp=1, weights_dtype="fp8").notes)
+    # prefill attention runs at the preset's FA3-class efficiency, not the chip's training default
+    eng = get_engine("trtllm")
+    sysm = catalog.system("hgx-h20")
+    fab = catalog.fabric(sysm.default_scaleout)
+
+    def attn(preset):
+        inst = build_instance(get_model("llama3.1-8b"), sysm, fab, Deployment(tp=1, weights_dtype="fp8", kv_dtype="bf16"),
+                              preset, catalog=catalog)
+        return float(step_costs(inst, 8192.0, 0.0, 8192.0 * 4096)["attention_s"]) - 2 * inst.hw.eff.kernel_overhead_s * inst.layers, inst
+
+    fa3, inst = attn(eng)
+    bare, _ = attn(replace(eng, attention_efficiency={}))
+    assert bare / fa3 == pytest.approx(eng.attention_efficiency["h100-sxm"] / inst.hw.eff.attention_efficiency)

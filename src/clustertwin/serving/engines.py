@@ -8,9 +8,11 @@ compute (two-batch overlap). Every value is documented with its source or fit pr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import yaml
 
@@ -84,16 +86,61 @@ def engine_for_framework(text: str) -> EnginePreset:
     return get_engine("generic")
 
 
-def serving_chip_constants(acc_id: str) -> dict:
-    """Per-chip serving overrides of the training efficiency constants (engines.yaml ``chips``)."""
-    return dict((_table().get("chips") or {}).get(acc_id) or {})
+@lru_cache(maxsize=1)
+def _builtin_arch() -> dict[str, str]:
+    """Architecture (catalog ``arch``: hopper, blackwell, blackwell-ultra, cdna3 ...) of every built-in chip id."""
+    text = (resources.files("clustertwin.catalog") / "data" / "accelerators.yaml").read_text(encoding="utf-8")
+    accs = (yaml.safe_load(text) or {}).get("accelerators") or {}
+    return {k: str((v or {}).get("arch") or "") for k, v in accs.items()}
 
 
-def low_precision_k_overhead(acc_id: str) -> dict[str, float]:
+def family_value(values: Mapping[str, Any], acc_id: str, arch: str = "") -> Any | None:
+    """The value a per-chip serving table gives a chip: its own entry, else its architecture family's.
+
+    A chip the table does not list (GH200, H100 NVL / PCIe, H20 next to the listed H100 SXM / H200 / H800)
+    takes the value every listed chip of the same ``arch`` shares: the serving constants here describe
+    kernels (FlashAttention-3, FlashMLA, DeepGEMM / CUTLASS tile pipelines) that are built per SM
+    architecture and run unchanged on every chip of it, while the chip's own peak, MAMF, bandwidth and
+    memory come from the catalog. None when no chip of the family is listed or the listed ones differ."""
+    if acc_id in values:
+        return values[acc_id]
+    if not arch:
+        return None
+    arch_of = _builtin_arch()
+    fam = [v for k, v in values.items() if arch_of.get(k) == arch]
+    if fam and all(v == fam[0] for v in fam[1:]):
+        return fam[0]
+    return None
+
+
+def family_note(acc_id: str, arch: str) -> str:
+    """The note a chip gets when its serving kernel constants come from its architecture family, else ""."""
+    listed = set(_table().get("chips") or {}) | set((_table().get("low_precision_gemm") or {}).get("chips") or ())
+    for eng in (_table().get("engines") or {}).values():
+        for key in ("attention_efficiency", "mla_decode_efficiency", "gemm_mamf_scale"):
+            listed |= set((eng or {}).get(key) or {})
+    if acc_id in listed or not arch:
+        return ""
+    peers = sorted(k for k in listed if _builtin_arch().get(k) == arch)
+    if not peers:
+        return ""
+    return (f"{acc_id}: serving kernel constants (attention / MLA-decode efficiency, GEMM scale, low-precision K "
+            f"overhead) of its {arch} family ({', '.join(peers)}), assumed: same SM architecture, same kernels")
+
+
+def serving_chip_constants(acc_id: str, arch: str = "") -> dict:
+    """Per-chip serving overrides of the training efficiency constants (engines.yaml ``chips``; an unlisted
+    chip takes its architecture family's, see ``family_value``)."""
+    return dict(family_value(_table().get("chips") or {}, acc_id, arch) or {})
+
+
+def low_precision_k_overhead(acc_id: str, arch: str = "") -> dict[str, float]:
     """Per-tile K overhead (K units) of the serving FP8 / NVFP4 GEMMs on a chip, by GEMM dtype
-    (engines.yaml ``low_precision_gemm``); empty for a chip it does not list (training value kept)."""
+    (engines.yaml ``low_precision_gemm``); empty for a chip neither it nor its architecture family is
+    listed for (training value kept)."""
     lp = _table().get("low_precision_gemm") or {}
-    if acc_id not in (lp.get("chips") or ()):
+    chips = tuple(lp.get("chips") or ())
+    if family_value(dict.fromkeys(chips, True), acc_id, arch) is None:
         return {}
     return {k: float(v) for k, v in (lp.get("k_overhead") or {}).items()}
 

@@ -36,7 +36,14 @@ from ..sim.comm import ALL_REDUCE, ALL_TO_ALL, collective_time
 from ..sim.kernels import gemm_time, mem_time
 from ..sim.machine import Hardware, make_hardware, mamf_for
 from ..workload.model import ModelSpec
-from .engines import EnginePreset, low_precision_k_overhead, low_precision_k_reference, serving_chip_constants
+from .engines import (
+    EnginePreset,
+    family_note,
+    family_value,
+    low_precision_k_overhead,
+    low_precision_k_reference,
+    serving_chip_constants,
+)
 
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp8": 1.0, "int8": 1.0,
                "nvfp4": 0.5625, "fp4": 0.5625, "int4": 0.5,  # NVFP4: 4-bit + one FP8 scale per 16 values
@@ -198,10 +205,16 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
         notes.append(f"{acc.name} has no {gdt} tensor-core peak: GEMMs run at {fallback} (weights stay {wd})")
         gdt = fallback
     # serving GEMM kernels reach a different share of MAMF than the training stacks: the engine's own value
-    # for this chip (Blackwell, fitted per engine), else engines.yaml `chips` (Hopper family), else training's
-    scale = engine.gemm_mamf_scale.get(acc.id, serving_chip_constants(acc.id).get("gemm_mamf_scale"))
+    # for this chip (Blackwell, fitted per engine), else engines.yaml `chips` (Hopper family), else training's;
+    # a chip those tables do not list takes its architecture family's value (engines.family_value)
+    scale = family_value(engine.gemm_mamf_scale, acc.id, acc.arch)
+    if scale is None:
+        scale = serving_chip_constants(acc.id, acc.arch).get("gemm_mamf_scale")
+    fam = family_note(acc.id, acc.arch)
+    if fam:
+        notes.append(fam)
 
-    k_over = low_precision_k_overhead(acc.id)
+    k_over = low_precision_k_overhead(acc.id, acc.arch)
     k_ref = low_precision_k_reference()
 
     def view(dt: str) -> Hardware:
@@ -390,9 +403,11 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
     dec_peak = hw.peak_bf16 if m.is_mla else attn_peak
     # the stack's own fused-attention kernels (engines.yaml attention_efficiency; e.g. FlashAttention-3 class
     # on Hopper) where it lists the chip, else the chip's training value (FlashAttention-2 class)
-    acc_id = hw.system.accelerator.id
-    eff_attn = eng.attention_efficiency.get(acc_id, hw.eff.attention_efficiency)
-    eff_dec = eng.mla_decode_efficiency.get(acc_id, eff_attn) if m.is_mla else eff_attn
+    acc = hw.system.accelerator
+    eff_attn = family_value(eng.attention_efficiency, acc.id, acc.arch)
+    eff_attn = hw.eff.attention_efficiency if eff_attn is None else eff_attn
+    eff_dec = family_value(eng.mla_decode_efficiency, acc.id, acc.arch) if m.is_mla else None
+    eff_dec = eff_attn if eff_dec is None else eff_dec
     kv_layer_bytes = inst.kv_bytes_token_gpu / layers  # this GPU's share of one token's KV, one layer
     if m.is_mla:
         dec_flops = 2.0 * heads * kv_read * (2.0 * m.kv_lora_rank + m.qk_rope_head_dim)
