@@ -130,3 +130,33 @@ def test_on_demand_kv_holds_more_requests_and_pauses_when_full(catalog):
 def test_unknown_kv_policy_is_refused(catalog):
     with pytest.raises(InputError, match="kv_policy"):
         _kv_tight(catalog, "evict-all")
+
+
+def test_trtllm_captures_its_published_graph_batch_sizes():
+    # TensorRT-LLM perf-overview llm_options.yml (the MLPerf v5.1 R1 configs: 128, 256, 384, 512 from 128 up)
+    sizes = get_engine("trtllm").adp_graph_batch_sizes
+    assert sizes[:8] == (1, 2, 4, 8, 16, 32, 64, 128) and sizes[8:11] == (256, 384, 512) and sizes[-1] == 8192
+    assert get_engine("sglang").adp_graph_batch_sizes == ()
+
+
+def test_adp_decode_passes_run_at_the_padded_graph_batch(catalog):
+    # DeepSeek-V3 ADP8 x EP8 on B200 under TensorRT-LLM: a decode-only pass runs at the busiest rank's batch
+    # rounded up to a captured CUDA-graph size (~150 -> 256 per rank), so the same load is slower than without
+    # the padding; the dummies read no KV. A non-ADP instance of the same engine is never padded.
+    from dataclasses import replace
+
+    s = catalog.system("hgx-b200")
+    so = catalog.fabric(s.default_scaleout)
+    dep = Deployment(tp=8, ep=8, dp_attention=True, weights_dtype="nvfp4", kv_dtype="fp8", max_batch=512)
+    m = get_model("deepseek-v3")
+    eng = get_engine("trtllm")
+    pad = build_instance(m, s, so, dep, eng, catalog=catalog)
+    nopad = build_instance(m, s, so, dep, replace(eng, adp_graph_batch_sizes=()), catalog=catalog)
+    wl = Workload(input_len=200, output_len=2000, scenario="server")
+    a = simulate(pad, wl, qps=3.5, requests=600, seed=1)
+    b = simulate(nopad, wl, qps=3.5, requests=600, seed=1)
+    assert a.padded_passes > 0 and b.padded_passes == 0
+    assert 128 < a.mean_batch < 256  # a batch the 256 graph pads
+    assert a.tpot_s["mean"] > 1.03 * b.tpot_s["mean"]
+    tp8 = build_instance(m, s, so, replace(dep, dp_attention=False), eng, catalog=catalog)
+    assert simulate(tp8, wl, qps=3.5, requests=200, seed=1).padded_passes == 0

@@ -34,6 +34,9 @@ class EnginePreset:
     # (draft tokens per step, per-draft acceptance); 0: none
     default_spec_tokens: int = 0
     default_acceptance: float = 0.0
+    # DP-attention decode passes replay CUDA graphs captured at these per-rank batch sizes (ascending), a
+    # decode-only pass padded up to the next one (engines.yaml adp_graph_batch_sizes); (): not modelled
+    adp_graph_batch_sizes: tuple[int, ...] = ()
     # fused-attention kernels the stack runs, per chip: executed FLOP/s / dense peak (prefill / GQA-MHA
     # decode) and of the absorbed MLA decode kernel; a chip not listed keeps its training value
     attention_efficiency: dict[str, float] = field(default_factory=dict)
@@ -68,6 +71,7 @@ def get_engine(name: str) -> EnginePreset:
         a2a_overlap=float(d["a2a_overlap"]), default_max_num_tokens=int(d["default_max_num_tokens"]),
         default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
         default_spec_tokens=int(d.get("default_spec_tokens", 0)), default_acceptance=float(d.get("default_acceptance", 0.0)),
+        adp_graph_batch_sizes=tuple(sorted(int(x) for x in (d.get("adp_graph_batch_sizes") or ()))),
         attention_efficiency={k: float(v) for k, v in (d.get("attention_efficiency") or {}).items()},
         mla_decode_efficiency={k: float(v) for k, v in (d.get("mla_decode_efficiency") or {}).items()},
         gemm_mamf_scale={k: float(v) for k, v in (d.get("gemm_mamf_scale") or {}).items()},

@@ -13,6 +13,9 @@ generated so far are prefilled again (TensorRT-LLM MAX_UTILIZATION: capacity sch
 Arrivals: ``offline`` = all at t = 0; ``server`` / ``interactive`` = Poisson at ``qps``. Deterministic for
 a seed (numpy ``default_rng``). A pipeline of ``pp`` stages is folded into the pass time
 (``pp * T_stage(batch / pp)``), which keeps throughput and per-token latency of the pipelined engine.
+DP-attention ranks are a mean field (the other ranks' loads drawn from this rank's recent passes): a pass
+takes the busiest rank's prefill, and a decode-only pass of an engine that pads CUDA graphs
+(``EnginePreset.adp_graph_batch_sizes``) runs at the busiest rank's batch rounded up to a captured size.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class SimResult:
     steps: int
     qps: float
     pauses: int = 0  # on_demand KV policy: requests paused (KV freed, recomputed) because the cache was full
+    padded_passes: int = 0  # DP-attention decode passes run at a padded CUDA-graph batch (engines.yaml adp_graph_batch_sizes)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -158,7 +162,12 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
     chunked = inst.dep.chunked_prefill
     ndp = inst.attn_dp
     hist = np.zeros(ADP_HISTORY)
+    hist_d = np.zeros(ADP_HISTORY)
     mf_rng = np.random.default_rng(seed + 1)
+    # DP-attention CUDA-graph padding (engines.yaml adp_graph_batch_sizes): the captured decode batch sizes
+    # per rank that do not exceed the in-flight limit (a padded batch above it is not padded)
+    graphs = np.asarray([g for g in inst.engine.adp_graph_batch_sizes if g <= max_batch] if ndp > 1 else [], dtype=float)
+    padded_passes = 0
     # engines that do not mix whole prompts with decodes (vLLM V0 without chunked prefill) run a
     # prefill-only pass whenever prompts are waiting: the decodes stall for it
     separate = not chunked and not inst.engine.mixes_whole_prompts
@@ -224,9 +233,21 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
             t_dec = float(smodel.rank(d * (1 + spec) / pp, kv_read / pp, 0.0))
             excess = float(smodel.rank(tokens / pp, kv_read / pp, pairs / pp)) - t_dec
             hist[steps % hist.size] = excess
+            hist_d[steps % hist.size] = d
             filled = min(steps + 1, hist.size)
-            worst = max(excess, float(hist[mf_rng.integers(0, filled, ndp - 1)].max()))
-            t = (t_dec + worst + float(smodel.shared(tokens / pp))) * pp + draft * d
+            others = mf_rng.integers(0, filled, ndp - 1)
+            worst = max(excess, float(hist[others].max()))
+            shared_tokens = tokens
+            if graphs.size and d and worst <= 0.0:
+                # every rank decode-only: the CUDA graph runs at the busiest rank's batch rounded up to a
+                # captured size; the dummy requests add GEMM / MoE / all-to-all tokens, no KV reads
+                busiest = max(float(d), float(hist_d[others].max()))
+                k = int(np.searchsorted(graphs, busiest))
+                if k < graphs.size and graphs[k] > d:
+                    shared_tokens = graphs[k] * (1 + spec)
+                    t_dec = float(smodel.rank(shared_tokens / pp, kv_read / pp, 0.0))
+                    padded_passes += 1
+            t = (t_dec + worst + float(smodel.shared(shared_tokens / pp))) * pp + draft * d
         else:
             t = float(smodel(tokens / pp, kv_read / pp, pairs / pp)) * pp + draft * d
         t *= time_scale
@@ -286,7 +307,7 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
     return SimResult(requests=int(ok.sum()), duration_s=dur,
                      output_tokens_per_s=float(out[ok].sum()) / dur if dur else 0.0,
                      ttft_s=_stats(ttft), tpot_s=_stats(tpot), mean_batch=batch_acc / max(steps, 1), steps=steps,
-                     qps=float(qps), pauses=pauses)
+                     qps=float(qps), pauses=pauses, padded_passes=padded_passes)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
