@@ -5,7 +5,9 @@ Prints figures; not a test.
     python benchmarks/check_heldout_training.py [--file CSV] [--engine analytical|event|both] [--worst N] [--json]
 
 The rows (benchmarks/data/README.md) come from sources the packaged training.csv does not cite (NVIDIA
-dgxc-benchmarking READMEs, MT-NLG 530B, the Nemotron-4 340B report, BLOOM-176B). They were copied from those
+dgxc-benchmarking READMEs, MT-NLG 530B, the Nemotron-4 340B report, BLOOM-176B, the NeMo 24.07 performance
+summary), plus one block (`mbperf-*`) of Megatron-Bridge performance-table MoE configurations that no training.csv
+row has (another commit of a document training.csv cites). They were copied from those
 sources and normalised with the validation README's conventions before any prediction was looked at, and
 they must never be picked, changed or dropped because of what the model predicts. They say how the model
 does on runs it was not fitted to, the way check_heldout_collectives.py does for the collective model.
