@@ -179,3 +179,32 @@ def test_published_megatron_bridge_deepseek_layouts_fit(validation_dir, row_id, 
         system, fabric = _row_hardware(row, cat)
         e = get_engine("analytical").estimate(model_from_row(row), system, fabric, q, catalog=cat, check=True)
     assert e.fits_memory, (row_id, e.memory_gb_per_gpu, e.memory_capacity_gb)
+
+
+def test_torch_ring_cp_backward_buffers():
+    """PyTorch's context_parallel (torchtitan, cp_attention torch-ring): one layer's ring-attention backward holds
+    the c-fold K,V all-gather, FP32 dQ (+ its partial-update copy), three FP32 dK,dV buffers and one step's BF16
+    SDPA gradients; it runs after the MLP backward, so the larger of the two transients counts."""
+    from clustertwin.workload import ModelSpec
+    from clustertwin.workload.memory import backward_transient_bytes, cp_ring_backward_bytes
+
+    m = ModelSpec(id="l8", num_layers=32, hidden_size=4096, num_attention_heads=32, num_kv_heads=8,
+                  ffn_hidden_size=14336, vocab_size=128256, swiglu=True)
+    tok = 32768.0
+    q, kv = tok * 4096, tok * 8 * 128 * 2  # query, K + V elements on the rank
+    for c in (2, 8):
+        want = c * kv * 2 + 2 * 4 * q + 3 * 4 * kv + 2 * (q + kv)
+        assert float(cp_ring_backward_bytes(m, 32768 * c, 1, 1, c)) == pytest.approx(want)
+    assert float(cp_ring_backward_bytes(m, 32768, 1, 1, 1)) == 0.0
+    tt = get_stack("torchtitan-2024")
+    kw = dict(seq_len=262144, micro_batch=1, num_micro_batches=1, tp=1, pp=1, dp=1, cp=8, ep=1, zero=3,
+              recompute_code=2, dtype="fp8")
+    ring = memory_per_gpu(m, stack=tt, **kw)["total"]
+    fused = memory_per_gpu(m, stack=replace(tt, cp_attention="fused"), **kw)["total"]
+    gap = float(cp_ring_backward_bytes(m, 262144, 1, 1, 8)) - float(backward_transient_bytes(m, 262144, 1, 1, 8))
+    assert gap > 0  # at CP 8 the ring buffers outgrow the MLP backward's gradients
+    assert float(ring - fused) == pytest.approx(gap)
+    # at CP 2 the MLP backward binds: no change
+    kw.update(seq_len=65536, cp=2)
+    assert float(memory_per_gpu(m, stack=tt, **kw)["total"]) == pytest.approx(
+        float(memory_per_gpu(m, stack=replace(tt, cp_attention="fused"), **kw)["total"]))

@@ -227,6 +227,31 @@ def _transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes)
     return float(elem_bytes) * per_tok * tok / np.asarray(tp, dtype=float)
 
 
+def cp_ring_backward_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes: float = 2.0):
+    """Buffers one layer's attention backward holds under PyTorch's ``context_parallel`` (stack ``cp_attention:
+    torch-ring``), bytes per micro-batch (arrays; 0 where cp = 1). From
+    ``torch/distributed/tensor/experimental/_attention.py`` ``_templated_ring_attention_backward`` with the
+    default ``_ContextParallelOptions`` (``convert_to_f32=True``, ``rotate_method=ALL_GATHER``), the eager op
+    sequence: the K,V all-gather output of ``_AllGatherRotater`` (c x the local K,V, activation dtype, held
+    through the loop), the FP32 ``grad_query`` accumulator and the copy ``_partial_update``'s ``torch.cat`` makes
+    of it (2 x 4 B x q), three FP32 dK,dV buffers (the received one ``grad_key``/``grad_value`` view, the
+    ``torch.cat`` sent by ``_AllToAllRotater`` and the one being received: 3 x 4 B x (k + v)) and one step's
+    SDPA-backward gradients (activation dtype, q + k + v). q, k, v = local tokens (s/cp x b) x heads x head
+    width on the TP rank (KV heads at least one per rank). Forward-only buffers (the same K,V all-gather, the
+    FP32 output/LSE merger) are smaller and freed when the layer's forward returns: not counted."""
+    cp_f = np.asarray(cp, dtype=float)
+    tp_f = np.asarray(tp, dtype=float)
+    tok = np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float)
+    a, g = float(model.num_attention_heads), float(model.num_kv_heads)
+    dq, dv = float(model.qk_head_dim), float(model.v_dim)
+    q = tok * a * dq / tp_f
+    kv_heads = a if model.is_mla else g  # MLA: K,V after the up-projection, one per query head
+    kv = tok * np.maximum(kv_heads / tp_f, 1.0) * (dq + dv)  # K + V elements
+    e = float(elem_bytes)
+    out = cp_f * kv * e + 2.0 * 4.0 * q + 3.0 * 4.0 * kv + e * (q + kv)
+    return np.where(cp_f > 1, out, 0.0)
+
+
 def glu_clamp_bytes_per_token(model: ModelSpec) -> float:
     """Bytes per token and layer (averaged over the layers) that a clamped gated activation (GPT-OSS,
     ``ModelSpec.glu_clamp``) keeps beyond a plain SwiGLU: Megatron-Core's ``weighted_bias_quick_geglu_impl``
@@ -628,7 +653,13 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         back = np.where(n_off > 0, n_off - 1.0, 0.0)
         first = np.maximum(first - back, 1.0)
         last = np.maximum(last - back, 1.0)
-    extra = extra + backward_transient_bytes(model, seq_len, micro_batch, tp, cp, 4.0 if wide else ACT_BYTES)
+    bwd = backward_transient_bytes(model, seq_len, micro_batch, tp, cp, 4.0 if wide else ACT_BYTES)
+    if stack is not None and getattr(stack, "cp_attention", "fused") == "torch-ring":
+        # PyTorch's ring attention backward runs after the layer's MLP backward has freed its gradients: the
+        # larger of the two sequential transients sets the peak (an upper bound: the MLP's saved inputs are
+        # still counted in ``stored``/``working`` while the attention backward runs)
+        bwd = np.maximum(bwd, cp_ring_backward_bytes(model, seq_len, micro_batch, tp, cp, 4.0 if wide else ACT_BYTES))
+    extra = extra + bwd
     acts_first = stored * first + extra
     acts_last = stored * last + extra
     # logits (FP32) on the last stage: 4 s b V / (t cp)
@@ -735,6 +766,9 @@ def memory_basis(model: ModelSpec, plan, stack=None) -> dict[str, str]:
     else:
         a = "Korthikanti et al. 2022 Table 2 per layer" + (" (FlashAttention: no s^2 term)" if plan.flash_attention else "")
     a += " x the schedule's in-flight layer-micro-batches + one layer's backward gradients"
+    if getattr(stack, "cp_attention", "fused") == "torch-ring" and int(getattr(plan, "cp", 1)) > 1:
+        a += (" (or, if larger, PyTorch context_parallel's ring-attention backward buffers: the cp-fold K,V "
+              "all-gather, FP32 dQ, dK, dV)")
     if getattr(model, "glu_clamp", False) and rc != "selective":
         a += " + the clamped GLU's fc1-output copy"
     if plan.activation_offload_layers:
