@@ -490,3 +490,19 @@ def test_unlisted_chip_takes_its_architecture_familys_serving_kernels(catalog):
     fa3, inst = attn(eng)
     bare, _ = attn(replace(eng, attention_efficiency={}))
     assert bare / fa3 == pytest.approx(eng.attention_efficiency["h100-sxm"] / inst.hw.eff.attention_efficiency)
+
+
+def test_kv_budget_follows_the_engines_memory_rule(catalog):
+    # TensorRT-LLM: free_gpu_memory_fraction of what is left after weights (kvcacheconfig.md); vLLM / SGLang: a
+    # share of the whole device, weights included. Both start from the driver-reported total, not training's
+    # plan capacity (which keeps a fragmentation reserve back)
+    trt, vllm = (_inst(catalog, tp=2, weights_dtype="bf16", engine=e) for e in ("trtllm", "vllm"))
+    assert get_engine("trtllm").kv_memory_basis == "free" and get_engine("vllm").kv_memory_basis == "total"
+    dev = catalog.accelerator("h100-sxm").memory_capacity_bytes
+    assert trt.hw.hbm_bytes < dev  # the training plan capacity is the smaller figure
+    kv_trt, kv_vllm = (i.kv_capacity_tokens * i.kv_bytes_token_gpu for i in (trt, vllm))
+    m = get_model("llama2-70b")
+    act = 8192 * (m.hidden_size * 2.0 * 8 + m.ffn_hidden_size / 2 * 2.0 * 3)
+    assert kv_trt == pytest.approx((dev - trt.hw.eff.runtime_overhead_bytes - trt.weight_bytes_gpu - act) * 0.9)
+    assert kv_vllm == pytest.approx(dev * 0.9 - vllm.weight_bytes_gpu - act)
+    assert kv_vllm < kv_trt  # 70B BF16 on two 80 GB GPUs: 10 % of the whole device is more than 10 % of the free

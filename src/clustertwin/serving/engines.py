@@ -24,12 +24,16 @@ class EnginePreset:
     id: str
     name: str
     step_overhead_s: float  # host/scheduler time per forward pass not hidden behind the GPU
-    kv_memory_fraction: float  # share of the memory left after weights that the KV cache may use
+    kv_memory_fraction: float  # share of device memory the KV cache may use (basis: kv_memory_basis)
     fp8_attention: bool  # FP8 KV cache => FP8 attention kernels (FP8 tensor-core peak)
     a2a_overlap: float  # fraction of the EP all-to-all hidden behind compute (two-batch overlap)
     default_max_num_tokens: int
     default_max_batch: int
     mixes_whole_prompts: bool = True  # without chunked prefill, whole prompts share a pass with decodes
+    # what kv_memory_fraction is a share of: "free" = the memory left after weights and activations
+    # (TensorRT-LLM free_gpu_memory_fraction), "total" = the whole device, weights included (vLLM
+    # gpu_memory_utilization, SGLang mem_fraction_static); engines.yaml cites both
+    kv_memory_basis: str = "free"
     # speculative decoding / MTP the stack runs in its published deployment, for a run that does not say
     # (draft tokens per step, per-draft acceptance); 0: none
     default_spec_tokens: int = 0
@@ -58,6 +62,15 @@ def engine_ids() -> list[str]:
     return sorted(_table()["engines"])
 
 
+def _basis(key: str, value) -> str:
+    v = str(value).strip().lower()
+    if v not in ("free", "total"):
+        raise InputError(f"engines.yaml engine {key!r}: kv_memory_basis {value!r} is not 'free' or 'total'",
+                         hint="free: share of the memory left after weights (TensorRT-LLM); total: share of the "
+                              "whole device (vLLM, SGLang)")
+    return v
+
+
 def get_engine(name: str) -> EnginePreset:
     table = _table()["engines"]
     key = (name or "generic").strip().lower()
@@ -70,6 +83,7 @@ def get_engine(name: str) -> EnginePreset:
         kv_memory_fraction=float(d["kv_memory_fraction"]), fp8_attention=bool(d["fp8_attention"]),
         a2a_overlap=float(d["a2a_overlap"]), default_max_num_tokens=int(d["default_max_num_tokens"]),
         default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
+        kv_memory_basis=_basis(key, d.get("kv_memory_basis", "free")),
         default_spec_tokens=int(d.get("default_spec_tokens", 0)), default_acceptance=float(d.get("default_acceptance", 0.0)),
         adp_graph_batch_sizes=tuple(sorted(int(x) for x in (d.get("adp_graph_batch_sizes") or ()))),
         attention_efficiency={k: float(v) for k, v in (d.get("attention_efficiency") or {}).items()},

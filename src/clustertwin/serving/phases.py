@@ -294,10 +294,21 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     kv_tok = kv_bytes_per_token(model, kv_elem) / dep.pp
     if not model.is_mla:
         kv_tok /= min(attn_tp, model.num_kv_heads)  # KV heads split over TP (replicated beyond g)
-    cap = hw.hbm_bytes - hw.eff.runtime_overhead_bytes - weight_bytes
     max_tokens = dep.max_num_tokens or engine.default_max_num_tokens
     act = max_tokens * (h * 2.0 * 8 + (model.ffn_hidden_size / attn_tp) * 2.0 * 3)  # forward activations of one pass
-    cap = (cap - act) * engine.kv_memory_fraction
+    # the KV budget starts from the driver-reported device memory, not training's plan capacity (hw.hbm_bytes
+    # keeps efficiency.yaml memory_reserve_fraction back for caching-allocator fragmentation): an engine
+    # pre-allocates its paged KV pool in one block, and its own memory fraction is its headroom. Two budget
+    # rules (NVIDIA aiconfigurator estimate_kv_cache: "TRT-LLM free-fraction vs vLLM/SGLang total-fraction"):
+    # "free" = the fraction of what is left after weights, runtime and activations (TensorRT-LLM
+    # kvcacheconfig.md: free_gpu_memory_fraction 0.9 = "90% of free GPU memory (after loading weights)");
+    # "total" = the fraction of the whole device, weights included (vLLM gpu_memory_utilization, SGLang
+    # mem_fraction_static)
+    dev = acc.memory_capacity_bytes
+    if engine.kv_memory_basis == "total":
+        cap = dev * engine.kv_memory_fraction - weight_bytes - act
+    else:
+        cap = (dev - hw.eff.runtime_overhead_bytes - weight_bytes - act) * engine.kv_memory_fraction
     offload = 0.0
     host_bw = HOST_LINK_BW.get(acc.id, 0.0)
     if cap < MIN_KV_SHARE * hw.hbm_bytes and host_bw:
