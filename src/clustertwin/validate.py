@@ -414,6 +414,7 @@ def _fill_stack_defaults(out: dict[str, str], notes: list[str]) -> None:
         said.append(f"zero_stage {zero}")
     if not text("recompute"):
         out["recompute"] = "none"
+        out[BLANK_RECOMPUTE_KEY] = "1"  # _estimate_row checks that the published run could hold it
         said.append("recompute none")
     if said:
         notes.append(f"blank columns filled with the {fw.framework or 'default'} recipe default (frameworks.yaml): "
@@ -672,6 +673,8 @@ def row_notes(row: dict[str, str], catalog) -> str:
     notes = notes + [framework_for_row(resolved).note, _stack_notes(resolved), _routing_note(resolved)]
     try:
         notes.append(_hardware(resolved, catalog)[2])
+        if resolved.get(BLANK_RECOMPUTE_KEY):
+            notes.append(_blank_recompute_choice(resolved, catalog)[1])
         system, _ = _row_hardware(resolved, catalog)
         notes.append(uncalibrated_note(system.accelerator.id))
     except InputError:
@@ -701,9 +704,57 @@ def predict_training_row(row: dict[str, str], catalog, engine: str = "analytical
     return _estimate_row(row, catalog, engine).step_time_s
 
 
+# A row that leaves `recompute` blank is modelled with its framework's default (none). A published run held its
+# activations in the device's memory, so where that default cannot fit - the modelled peak exceeds the usable
+# HBM by more than the memory model over-predicts at worst - the run must have recomputed: the least recompute
+# mode that fits is modelled instead (selective, else full), and the note says so. The slack is the memory
+# model's largest over-prediction on the public memory.csv (+14.6 %, mem-tt-b200-mxfp8-1; `clustertwin validate
+# memory.csv`), rounded up: a prediction that much above the device cannot be a run that fit.
+BLANK_RECOMPUTE_KEY = "_recompute_blank"
+BLANK_RECOMPUTE_FIT_SLACK = 0.15
+_RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def _blank_recompute_choice(row: dict[str, str], catalog) -> tuple[dict[str, str], str]:
+    """(row, note): a resolved row whose blank `recompute` was filled with ``none``, with the least recompute
+    mode whose modelled peak the device could hold (``BLANK_RECOMPUTE_FIT_SLACK``); other rows unchanged."""
+    if not row.get(BLANK_RECOMPUTE_KEY) or (row.get("recompute") or "").strip() != "none":
+        return row, ""
+    from .sim.engines import get_engine
+
+    model = model_from_row(row)
+    system, fabric = _row_hardware(row, catalog)
+    first = None
+    for mode in _RECOMPUTE_ORDER:
+        trial = dict(row, recompute=mode)
+        plan = plan_from_row(trial)
+        if plan_problems_text(model, plan):
+            continue
+        est = get_engine("analytical").estimate(model, system, fabric, plan, catalog=catalog, check=False)
+        first = first or (mode, est)
+        cap = est.memory_capacity_gb
+        if cap <= 0 or est.memory_gb_per_gpu <= cap * (1.0 + BLANK_RECOMPUTE_FIT_SLACK) or mode == "full":
+            if mode == "none":
+                return row, ""
+            return trial, (f"recompute blank: without recompute the modelled peak is {first[1].memory_gb_per_gpu:.0f} GB "
+                           f"per GPU, more than the {cap:.0f} GB usable could hold (even at the memory model's "
+                           f"+{100 * BLANK_RECOMPUTE_FIT_SLACK:.0f} % worst over-prediction), so the published run "
+                           f"recomputed: modelled with recompute {mode} "
+                           f"({est.memory_gb_per_gpu:.0f} GB), the least mode that fits")
+    return row, ""
+
+
+def plan_problems_text(model: ModelSpec, plan: ParallelPlan) -> str:
+    from .workload.rules import plan_problems
+
+    reasons = plan_problems(model, plan)
+    return reasons[0] if reasons else ""
+
+
 def _estimate_row(row: dict[str, str], catalog, engine: str = "analytical"):
     row = resolve_row(row, catalog)[0]
     model = model_from_row(row)
+    row = _blank_recompute_choice(row, catalog)[0]
     plan = plan_from_row(row)
     _check_row_plan(model, plan)
     system, fabric = _row_hardware(row, catalog)

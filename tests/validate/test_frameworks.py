@@ -228,6 +228,49 @@ def test_version_dates():
     assert _version_key("r0.8.0") is None and _version_key("0.14.2") is None and _version_key("") is None
 
 
+@pytest.mark.parametrize("version, key, stack", [
+    # a release number names no date, but the PyTorch build the row records does (frameworks.yaml
+    # pytorch_releases): a pre-release of X.Y was built after X.(Y-1) shipped, a nightly carries its date
+    ("0.0.2 (torch 2.7.0a0+gitb98af95)", 2025.01, "torchtitan"),
+    ("pytorch 2.9.0.dev20250811+rocm6.4", 2025.08, "torchtitan"),
+    ("torch 2.5.1", 2024.10, "torchtitan-2024"),
+    ("torch==2.11.0", 2026.03, "torchtitan"),       # released 2026-03-23, before the 2026-04 rule
+    ("0.3.0 (PyTorch 2.14.0)", None, "torchtitan-2026"),  # a minor not in the table: no date, newest preset
+    ("2024-12 (9dec370, torch 2.6)", 2024.12, "torchtitan-2024"),  # a leading date wins
+])
+def test_a_recorded_pytorch_build_dates_a_version(version, key, stack):
+    from clustertwin.workload.stacks import _version_key
+
+    assert (_version_key(version) is None) if key is None else _version_key(version) == pytest.approx(key)
+    assert stack_for_framework("torchtitan", version).stack.id == stack
+
+
+@pytest.mark.parametrize("name", ["maxtext", "MaxText", "jax", "paxml", "pax", "praxis", "levanter"])
+def test_jax_frameworks_map_to_the_sharded_preset_with_their_assumption(name):
+    """MaxText / Pax (JAX + XLA SPMD, 'FSDP+DP') are FSDP-style sharded data parallelism: the pytorch-fsdp preset,
+    a blank ZeRO stage read as 3, and an `assumed` note - before, difflib's closest name gave no note of its own."""
+    fw = stack_for_framework(name, "")
+    assert fw.stack.id == "pytorch-fsdp" and fw.blank_zero_stage == 3
+    assert "JAX-XLA modelled with the pytorch-fsdp preset" in fw.note and "not in the framework table" not in fw.note
+
+
+def test_blank_recompute_that_cannot_fit_takes_the_least_mode_that_fits(validation_dir):
+    """A published run held its activations: a blank recompute whose default (none) the device could not hold,
+    even at the memory model's worst over-prediction, is modelled with the least mode that fits, said in the
+    note; a row that fits keeps none (tests/validate/test_row_names.py)."""
+    base = dict(model="GPT3-175B", num_layers="96", hidden_size="12288", num_attention_heads="96",
+                num_kv_heads="96", ffn_hidden_size="49152", vocab_size="51200", swiglu="no", seq_len="2048",
+                global_batch="256", micro_batch="2", tp="1", pp="1", dp="128", cp="1", ep="1", zero_stage="3",
+                fsdp="1", virtual_pipeline="1", precision="bf16", framework="pytorch-fsdp", gpu="h100-sxm",
+                system="hgx-h100", num_gpus="128", gpus_per_node="8", scale_out="ib-ndr-400g", nics_per_node="8",
+                nic_gbps="400", measured_step_time_s="10", source="x", notes="")
+    blank, full, none = validate_rows([dict(base, id="b", recompute=""), dict(base, id="f", recompute="full"),
+                                       dict(base, id="n", recompute="none")]).rows
+    assert "recompute blank: without recompute the modelled peak is" in blank.note
+    assert "modelled with recompute full" in blank.note
+    assert blank.predicted == pytest.approx(full.predicted, rel=1e-12) and none.predicted < full.predicted
+
+
 @pytest.mark.parametrize("name, version, stack", [
     ("primus", "v25.9", "megatron-core"),            # no backend named: its Megatron-LM backend, with a note
     ("Primus-Megatron", "25.9", "megatron-core"),    # AMD's ROCm Megatron-LM docker (Primus backend)

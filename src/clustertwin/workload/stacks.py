@@ -531,7 +531,32 @@ def _version_key(text: str) -> float | None:
     m = re.fullmatch(r"\D*(\d\d)\.(\d\d)(?:\.\d+)*\D*", t)
     if m and 17 <= int(m.group(1)) <= 60 and 1 <= int(m.group(2)) <= 12:
         return 2000 + int(m.group(1)) + int(m.group(2)) / 100.0
-    return None
+    return _torch_release_key(t)
+
+
+def _torch_release_key(text: str) -> float | None:
+    """The date a version string names through the PyTorch build it records ("0.0.2 (torch 2.7.0a0+gitb98af95)",
+    "pytorch 2.9.0.dev20250811"), as year + month/100, or None when it names none. A nightly's own date
+    (``.devYYYYMMDD``) is used as it is; a pre-release of X.Y (``a0`` / ``rc`` / ``.dev`` without a date) was
+    built before X.Y's release, so it takes the release date of the minor before it; a release (or a source
+    build of one, ``+git...``) its own. Release dates: frameworks.yaml ``pytorch_releases`` (sourced there)."""
+    import re
+
+    m = re.search(r"(?i)\b(?:py)?torch[\s=:_-]*v?(\d+)\.(\d+)(?:\.\d+)?((?:a|b|rc|\.?dev)[0-9]*)?", text)
+    if not m:
+        return None
+    dev = re.fullmatch(r"\.?dev((?:19|20)\d\d)(\d\d)\d*", m.group(3) or "")
+    if dev and 1 <= int(dev.group(2)) <= 12:
+        return int(dev.group(1)) + int(dev.group(2)) / 100.0
+    releases = {str(k): str(v) for k, v in framework_table().get("pytorch_releases", {}).items()}
+    major, minor = int(m.group(1)), int(m.group(2))
+    if m.group(3):  # a pre-release of major.minor: built after the previous minor's release
+        minor -= 1
+    date = releases.get(f"{major}.{minor}")
+    if date is None:
+        return None
+    y, mo = re.match(r"(\d{4})-(\d{2})", date).groups()
+    return int(y) + int(mo) / 100.0
 
 
 @lru_cache(maxsize=1)
