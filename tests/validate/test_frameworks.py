@@ -254,6 +254,17 @@ def test_jax_frameworks_map_to_the_sharded_preset_with_their_assumption(name):
     assert "JAX-XLA modelled with the pytorch-fsdp preset" in fw.note and "not in the framework table" not in fw.note
 
 
+@pytest.mark.parametrize("name, framework, stack", [
+    ("mindspeed", "mindspeed", "megatron-core"),         # Ascend's Megatron-Core port (difflib: 'deepspeed')
+    ("MindSpeed-LLM", "mindspeed", "megatron-core"),
+    ("pytorch-lightning", "pytorch-fsdp", "pytorch-fsdp"),  # Lightning's FSDPStrategy (difflib: 'torchtitan')
+    ("easylm", "maxtext", "pytorch-fsdp"),
+])
+def test_frameworks_difflib_misplaced_have_entries(name, framework, stack):
+    fw = stack_for_framework(name, "", sharded=True)
+    assert (fw.framework, fw.stack.id) == (framework, stack) and "not in the framework table" not in fw.note
+
+
 def test_blank_recompute_that_cannot_fit_takes_the_least_mode_that_fits(validation_dir):
     """A published run held its activations: a blank recompute whose default (none) the device could not hold,
     even at the memory model's worst over-prediction, is modelled with the least mode that fits, said in the
