@@ -552,11 +552,8 @@ def _torch_release_key(text: str) -> float | None:
     major, minor = int(m.group(1)), int(m.group(2))
     if m.group(3):  # a pre-release of major.minor: built after the previous minor's release
         minor -= 1
-    date = releases.get(f"{major}.{minor}")
-    if date is None:
-        return None
-    y, mo = re.match(r"(\d{4})-(\d{2})", date).groups()
-    return int(y) + int(mo) / 100.0
+    d = re.match(r"(\d{4})-(\d{2})", releases.get(f"{major}.{minor}", ""))
+    return int(d.group(1)) + int(d.group(2)) / 100.0 if d else None
 
 
 @lru_cache(maxsize=1)
