@@ -276,3 +276,98 @@ def ones(shape, dtype=float):
     if shape == () and _get():
         return _cast(1, dtype)
     return _np.ones(shape, dtype=dtype)
+
+
+# ---- distinct rows (array path): a pure element-wise function of a few plan columns, computed once per
+# distinct tuple of their values and gathered back. The planner evaluates ~1e5 layouts at once, but a term
+# that reads only (pp, vpp) or (tp, cp, micro-batch) sees a few dozen distinct values among them. The
+# functions it is used on are element-wise (+ - * /, comparisons, floor/ceil, where), so every element is
+# the same double as when computed over all rows (tests/sim/test_fast_paths.py compares the two bit for bit).
+
+DISTINCT_MIN = 64  # below this many rows finding the distinct ones costs more than it saves
+DISTINCT = True  # False: compute every row (the reference tests/sim/test_fast_paths.py compares with)
+
+
+def _column_codes(x):
+    """(codes int64, count) for a 1-D column: x - min without sorting when it holds integers in a small
+    range (rank counts, micro-batches), else the ranks of its sorted distinct values."""
+    if x.dtype.kind == "b":
+        return x.astype(_np.int64), 2
+    if x.dtype.kind in "iuf":
+        lo, hi = x.min(), x.max()
+        if math.isfinite(float(lo)) and math.isfinite(float(hi)) and float(hi) - float(lo) < (1 << 20):
+            d = x - lo
+            ci = d.astype(_np.int64)
+            if x.dtype.kind != "f" or _np.array_equal(ci, d):
+                span = int(float(hi) - float(lo)) + 1
+                if span <= 64:
+                    return ci, span
+                # a wide range with few values (DP degrees 1 ... 16,384): renumber the values present
+                present = _np.zeros(span, dtype=bool)
+                present[ci] = True
+                slot = _np.cumsum(present) - 1
+                return slot[ci], int(slot[-1]) + 1
+    vals, inv = _np.unique(x, return_inverse=True)
+    return inv.reshape(-1).astype(_np.int64, copy=False), int(vals.size)
+
+
+def distinct_rows(*cols):
+    """``(rep, inv)`` for 1-D columns of one length n: ``rep`` indexes one row of each distinct tuple of
+    values (in order of the tuples' codes), ``inv`` (n,) the position in ``rep`` of every row's tuple."""
+    n = cols[0].shape[0]
+    code, size = None, 1
+    for x in cols:
+        c, k = _column_codes(x)
+        if size * k >= (1 << 62):
+            return None
+        code, size = (c if code is None else code * k + c), size * k
+    if size <= 4 * n + 1024:  # a table of every possible code: no sort
+        present = _np.zeros(size, dtype=bool)
+        present[code] = True
+        slot = _np.cumsum(present) - 1
+        inv = slot[code]
+        k = int(slot[-1]) + 1
+    else:
+        _, inv = _np.unique(code, return_inverse=True)
+        inv = inv.reshape(-1)
+        k = int(inv.max()) + 1 if n else 0
+    rep = _np.empty(k, dtype=_np.int64)
+    rep[inv] = _np.arange(n)  # any row of a tuple: they hold the same values
+    return rep, inv
+
+
+def _gather(out, inv, k):
+    if isinstance(out, tuple):
+        parts = [_gather(o, inv, k) for o in out]
+        return out._make(parts) if hasattr(out, "_make") else tuple(parts)
+    if _np.ndim(out) == 0:
+        return out
+    a = _np.asarray(out)
+    if a.shape != (k,):
+        raise ValueError(f"per_distinct: an output of shape {a.shape} from {k} distinct rows")
+    return a[inv]
+
+
+def per_distinct(fn, cols, *args):
+    """``fn(*cols, *args)`` computed on the distinct rows of ``cols`` only and gathered back. ``cols``: plan
+    columns (1-D arrays of the rows; other entries, such as scalars, None or 0-d arrays, are passed as they
+    are); ``fn`` must be element-wise in them; ``args`` are passed as they are. Outputs: arrays of the rows,
+    scalars or nested tuples of them. In scalar mode, or without a column of at least ``DISTINCT_MIN`` rows,
+    ``fn`` is called directly."""
+    pos = [i for i, c in enumerate(cols) if isinstance(c, _np.ndarray) and c.ndim >= 1]
+    if _get() or not pos or not DISTINCT:
+        return fn(*cols, *args)
+    try:
+        arrs = _np.broadcast_arrays(*(cols[i] for i in pos))
+    except ValueError:
+        return fn(*cols, *args)
+    if arrs[0].ndim != 1 or arrs[0].shape[0] < DISTINCT_MIN:
+        return fn(*cols, *args)
+    found = distinct_rows(*arrs)
+    if found is None or 2 * found[0].size > arrs[0].shape[0]:
+        return fn(*cols, *args)
+    rep, inv = found
+    sub = list(cols)
+    for i, a in zip(pos, arrs, strict=True):
+        sub[i] = a[rep]
+    return _gather(fn(*sub, *args), inv, rep.size)

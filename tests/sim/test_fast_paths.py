@@ -229,3 +229,49 @@ def test_bad_inputs_still_raise_through_the_fast_paths(cat):
         comm.collective_time("all_reduce", np.full(100, -1.0), 8, 8, hw)
     with pytest.raises(InputError):
         comm.collective_time("all_reduce", 1e6, -3, 1, hw)  # even for a group that would cost 0 s
+
+
+def _bits_equal(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f" and b.dtype.kind == "f":
+        return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+    return a.shape == b.shape and bool(np.all(a == b))
+
+
+@pytest.mark.parametrize("mid,sid,gpus,gb,seq", CASES)
+def test_batch_on_distinct_rows_equals_every_row_bit_for_bit(cat, monkeypatch, mid, sid, gpus, gb, seq):
+    """Terms computed once per distinct (pp, vpp), (tp, cp, micro-batch) ... (xp.per_distinct) and the
+    collectives priced once per distinct triple give the very doubles of computing every row."""
+    from clustertwin import xp
+
+    m, s, f, sp = _space(cat, mid, sid, gpus, gb, seq)
+    got = estimate_batch(m, s, f, sp, global_batch=gb, seq_len=seq, catalog=cat)
+    monkeypatch.setattr(xp, "DISTINCT", False)
+    ref = estimate_batch(m, s, f, sp, global_batch=gb, seq_len=seq, catalog=cat)
+    assert got.keys() == ref.keys()
+    bad = [k for k in ref if not _bits_equal(got[k], ref[k])]
+    assert not bad, f"distinct-row path differs from every-row computation in {bad}"
+
+
+def test_distinct_rows_groups_equal_tuples_only():
+    from clustertwin import xp
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    cols = (rng.choice([1, 2, 4, 8, 16384], n).astype(float),  # wide integer range, few values
+            rng.choice([0.5, 1.25, 3.0], n),  # non-integer floats (sorted path)
+            rng.choice([1, 2, 3], n),  # int64
+            rng.random(n) < 0.5)  # bool
+    rep, inv = xp.distinct_rows(*cols)
+    assert rep.size == len({tuple(r) for r in zip(*(c.tolist() for c in cols), strict=True)})
+    for c in cols:  # every row's tuple is its representative's
+        assert np.array_equal(c[rep][inv], c)
+    calls = []
+
+    def f(a, b, c, d, scale):
+        calls.append(a.size)
+        return (a * b + c * scale, np.where(d, a, b)), 7.0
+
+    (x, y), z = xp.per_distinct(f, cols, 3.0)
+    assert calls == [rep.size] and z == 7.0
+    assert np.array_equal(x, cols[0] * cols[1] + cols[2] * 3.0) and np.array_equal(y, np.where(cols[3], cols[0], cols[1]))

@@ -97,37 +97,20 @@ def _scalar(op: str, size, n, r, hw: Hardware) -> float:
     return t
 
 
-def _int_codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, codes) without sorting when ``x`` holds integers in a small range (rank counts), else None."""
-    lo, hi = float(x.min()), float(x.max())
-    if not (np.isfinite(lo) and np.isfinite(hi)) or hi - lo >= 1 << 20:
-        return None
-    codes = x - lo
-    ci = codes.astype(np.int64)
-    if not np.array_equal(ci, codes):
-        return None
-    return lo + np.arange(int(hi - lo) + 1, dtype=float), ci
-
-
-def _codes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return _int_codes(x) or np.unique(x, return_inverse=True)
-
-
 def _dedup(op: str, size, n, r, hw: Hardware) -> np.ndarray:
+    """Each distinct (size, n, r) among the elements priced once (xp.distinct_rows) and gathered back."""
     S, N, R = np.broadcast_arrays(np.asarray(size, dtype=float), np.asarray(n, dtype=float),
                                   np.asarray(r, dtype=float))
     shape = S.shape
-    (uS, iS), (uN, iN), (uR, iR) = (_codes(c.ravel()) for c in (S, N, R))
-    kN, kR = uN.size, uR.size
-    if uS.size * kN * kR >= 1 << 62:  # the combined code would overflow: price every element
-        return np.asarray(_nccl(op, S, N, R, hw), dtype=float).reshape(shape)
-    code = (iS.astype(np.int64) * kN + iN) * kR + iR
-    uc, inv = np.unique(code, return_inverse=True)
-    ir, rest = np.divmod(uc, kR)[::-1]
-    i_n, i_s = np.divmod(rest, kN)[::-1]
-    t = np.asarray(_nccl(op, uS[i_s], uN[i_n], uR[ir], hw), dtype=float)
-    t = np.where(uN[i_n] > 1, t, 0.0)
-    return t[inv.reshape(-1)].reshape(shape)
+    s, nn, rr = S.ravel(), N.ravel(), R.ravel()
+    found = xp.distinct_rows(s, nn, rr)
+    if found is None:  # the combined code would overflow: price every element
+        return np.where(N > 1, np.asarray(_nccl(op, S, N, R, hw), dtype=float), 0.0)
+    rep, inv = found
+    s, nn, rr = s[rep], nn[rep], rr[rep]
+    t = np.asarray(_nccl(op, s, nn, rr, hw), dtype=float)
+    t = np.where(nn > 1, t, 0.0)
+    return t[inv].reshape(shape)
 
 
 def collective_time(op: str, size, n, r, hw: Hardware):

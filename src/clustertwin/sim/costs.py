@@ -25,6 +25,7 @@ bytes, FLOPs. Formulas and sources: docs/modelling.md and MODELLING.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import cast
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
@@ -79,7 +80,8 @@ def _layer_compute(st):
     S = _PLAIN
     t, c, b, tok = st.t, st.c, st.b, st.tok
     if not (type(t) in S and type(c) in S and type(b) in S and type(tok) in S and np.in_scalar_mode()):
-        return _layer_compute_of(st)
+        # many plans: computed once per distinct (t, c, b, tok) among them (on_rows)
+        return on_rows(_layer_compute_of, st, ("t", "c", "b", "tok"))
     model, hw = st.model, st.hw
     key = (id(model), id(hw), t, c, b, st.s, tok, st.in_bytes, st.act_bytes, st.flash, st.cp_comm, st.attn_backend,
            st.attn_speed, st.logits_low_precision, st.cp_torch_ring)
@@ -89,6 +91,25 @@ def _layer_compute(st):
             _LAYER.clear()
         hit = _LAYER[key] = (model, hw, _layer_compute_of(st))
     return hit[2]
+
+
+# the plan columns of a Stage (components/stage.py): one value per plan
+_PLAN_FIELDS = ("t", "p", "d", "c", "e", "etp", "b", "rc", "zero", "sp", "tok", "tok_sp", "m", "v", "sched")
+
+
+def on_rows(fn, st, fields: tuple[str, ...]):
+    """``fn(st)`` for a component that reads only the plan columns ``fields`` of ``st``: computed once per
+    distinct tuple of their values among the plans (xp.per_distinct) and gathered back. The Stage the
+    component sees then holds only those rows and its other plan columns unset (None: reading one fails)."""
+    cols = tuple(getattr(st, f) for f in fields)
+
+    def rows(*vals):
+        if all(v is c for v, c in zip(vals, cols, strict=True)):  # not de-duplicated: the stage as it is
+            return fn(st)
+        unset = dict.fromkeys(f for f in _PLAN_FIELDS if f not in fields)
+        return fn(replace(st, **dict(zip(fields, vals, strict=True)), **unset))
+
+    return np.per_distinct(rows, cols)
 
 
 # (id(model), id(hw), Stage fields) -> (model, hw, layer compute); the entry keeps the model and the machine
@@ -125,7 +146,10 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     full_rc = np.where(st.rc == 2, 1.0, 0.0)
     ep_b = ep_b + full_rc * ep_f
     host_b = host_b + full_rc * host_f
-    ew_f, ew_b = elementwise(st)
+    # many plans: the components below that read only the plan columns named run once per distinct tuple of
+    # them (on_rows); one plan calls them directly
+    many = not np.in_scalar_mode() and np.ndim(st.t) != 0
+    ew_f, ew_b = on_rows(elementwise, st, ("t", "tok", "tok_sp", "m")) if many else elementwise(st)
     if hw.dtype in FP4_DTYPES and st.nvfp4_bf16_share > 0:
         # an NVFP4 recipe with a BF16 tail (stack nvfp4_bf16_layer_share: torchtitan ~15 % of the decoder layers,
         # Mishra et al. 'Pretraining LLMs with NVFP4', arXiv:2509.25149 Sec. 4; Megatron's performance recipes
@@ -166,14 +190,17 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     if paced:
         fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s = (x * slow for x in (fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s))
         core = core._replace(fwd_s=core.fwd_s * slow, bwd_s=core.bwd_s * slow)
-    tp_ = tp_comm(st)
-    cp_f, cp_b, cp_hidden = cp_exchange(st)
+    if many:
+        tp_ = on_rows(tp_comm, st, ("t", "tok", "rc", "sp"))
+        cp_f, cp_b, cp_hidden = on_rows(cp_exchange, st, ("t", "c", "b", "tok"))
+        pp_s, pp_bytes = on_rows(pp_p2p, st, ("t", "p", "d", "c", "tok"))
+        dpc = on_rows(dp_comm, st, ("t", "p", "d", "c", "e", "etp", "rc", "zero", "v", "sched"))
+    else:
+        tp_, (cp_f, cp_b, cp_hidden), (pp_s, pp_bytes), dpc = tp_comm(st), cp_exchange(st), pp_p2p(st), dp_comm(st)
     if ce != 1.0:
         logits_f, logits_b = logits_f / ce, logits_b / ce
     if paced:
         logits_f, logits_b = logits_f * slow, logits_b * slow
-    pp_s, pp_bytes = pp_p2p(st)
-    dpc = dp_comm(st)
 
     out = {
         "layer_fwd_gemm_s": fwd_gemm, "layer_bwd_gemm_s": bwd_gemm,

@@ -65,7 +65,9 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0, dual_ra
         # model of one estimate ask for the same stage
         key = (id(model), float(tp), float(pp), float(ep), float(etp), float(vpp), int(schedule), dual_rank)
         return _memoised(_STAGE_PARAMS, key, model, _stage_params, model, tp, pp, ep, etp, vpp, schedule, dual_rank)
-    return _stage_params(model, tp, pp, ep, etp, vpp, schedule, dual_rank)
+    # many plans: computed once per distinct (tp, pp, ep, etp, vpp, schedule) among them (xp.per_distinct)
+    return np.per_distinct(lambda t, p, e, et, v, sc: _stage_params(model, t, p, e, et, v, sc, dual_rank),
+                           (tp, pp, ep, etp, vpp, schedule))
 
 
 # scalar stage parameters already computed: (id(model), tp, pp, ep, etp, vpp, schedule, dual_rank) ->
@@ -425,7 +427,9 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
                None if microbatch_group is None else float(microbatch_group), float(schedule), dual_rank)
         return _memoised(_INFLIGHT, key, model, _inflight_layers, num_layers, pp, vpp, num_micro_batches,
                          microbatch_group, model, schedule, dual_rank)
-    return _inflight_layers(num_layers, pp, vpp, num_micro_batches, microbatch_group, model, schedule, dual_rank)
+    # many plans: computed once per distinct pipeline shape among them (xp.per_distinct)
+    return np.per_distinct(lambda p, v, m, g, sc: _inflight_layers(num_layers, p, v, m, g, model, sc, dual_rank),
+                           (pp, vpp, num_micro_batches, microbatch_group, schedule))
 
 
 # scalar in-flight layer counts already computed: (num_layers, id(model), pp, vpp, micro-batches, group,

@@ -39,6 +39,7 @@ Schedules (``PIPELINE_SCHEDULES``; per-stage F = forward, B = input gradient, W 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
@@ -96,7 +97,8 @@ def stage_layout(model: ModelSpec, pp, vpp):
                 _LAYOUTS.clear()
             hit = _LAYOUTS[key] = (model, _stage_layout(model, pp, vpp))
         return hit[1]
-    return _stage_layout(model, pp, vpp)
+    # many plans: computed once per distinct (pp, vpp) among them (xp.per_distinct)
+    return np.per_distinct(partial(_stage_layout, model), (pp, vpp))
 
 
 # scalar layouts already computed: (id(model), pp, vpp) -> (model, (first, last, most)); the entry keeps
