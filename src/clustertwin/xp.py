@@ -278,6 +278,22 @@ def ones(shape, dtype=float):
     return _np.ones(shape, dtype=dtype)
 
 
+# ---- one-plan memo tables: a pure function of objects (model, machine, stack) and numbers, kept per key
+
+
+def memo(table: dict, key: tuple, owner, compute, *args, also=None, limit: int = 4096):
+    """``compute(*args)``, kept in ``table`` under ``key``, which holds the ``id`` of ``owner`` (and of ``also``
+    if given: the model, machine or stack the result depends on): the entry keeps them alive, so their ids are
+    not reused while cached, and an entry held for other objects is recomputed; a full table (``limit``
+    entries) is emptied."""
+    hit = table.get(key)
+    if hit is None or hit[0] is not owner or hit[1] is not also:
+        if len(table) >= limit:
+            table.clear()
+        hit = table[key] = (owner, also, compute(*args))
+    return hit[2]
+
+
 # ---- distinct rows (array path): a pure element-wise function of a few plan columns, computed once per
 # distinct tuple of their values and gathered back. The planner evaluates ~1e5 layouts at once, but a term
 # that reads only (pp, vpp) or (tp, cp, micro-batch) sees a few dozen distinct values among them. The
@@ -303,12 +319,18 @@ def _column_codes(x):
                 if span <= 64:
                     return ci, span
                 # a wide range with few values (DP degrees 1 ... 16,384): renumber the values present
-                present = _np.zeros(span, dtype=bool)
-                present[ci] = True
-                slot = _np.cumsum(present) - 1
-                return slot[ci], int(slot[-1]) + 1
+                return _renumber(ci, span)
     vals, inv = _np.unique(x, return_inverse=True)
     return inv.reshape(-1).astype(_np.int64, copy=False), int(vals.size)
+
+
+def _renumber(codes, size: int):
+    """(dense codes, count): ``codes`` (int64 in [0, size)) renumbered 0 .. count-1 in order of value,
+    through a table of every possible code (no sort)."""
+    present = _np.zeros(size, dtype=bool)
+    present[codes] = True
+    slot = _np.cumsum(present) - 1
+    return slot[codes], int(slot[-1]) + 1
 
 
 def distinct_rows(*cols):
@@ -322,11 +344,7 @@ def distinct_rows(*cols):
             return None
         code, size = (c if code is None else code * k + c), size * k
     if size <= 4 * n + 1024:  # a table of every possible code: no sort
-        present = _np.zeros(size, dtype=bool)
-        present[code] = True
-        slot = _np.cumsum(present) - 1
-        inv = slot[code]
-        k = int(slot[-1]) + 1
+        inv, k = _renumber(code, size)
     else:
         _, inv = _np.unique(code, return_inverse=True)
         inv = inv.reshape(-1)

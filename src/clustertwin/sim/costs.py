@@ -85,12 +85,7 @@ def _layer_compute(st):
     model, hw = st.model, st.hw
     key = (id(model), id(hw), t, c, b, st.s, tok, st.in_bytes, st.act_bytes, st.flash, st.cp_comm, st.attn_backend,
            st.attn_speed, st.logits_low_precision, st.cp_torch_ring)
-    hit = _LAYER.get(key)
-    if hit is None or hit[0] is not model or hit[1] is not hw:
-        if len(_LAYER) >= 4096:
-            _LAYER.clear()
-        hit = _LAYER[key] = (model, hw, _layer_compute_of(st))
-    return hit[2]
+    return np.memo(_LAYER, key, model, _layer_compute_of, st, also=hw)
 
 
 # the plan columns of a Stage (components/stage.py): one value per plan
@@ -112,8 +107,7 @@ def on_rows(fn, st, fields: tuple[str, ...]):
     return np.per_distinct(rows, cols)
 
 
-# (id(model), id(hw), Stage fields) -> (model, hw, layer compute); the entry keeps the model and the machine
-# alive, so their ids are not reused while cached
+# (id(model), id(hw), Stage fields) -> (model, hw, layer compute) (xp.memo)
 _LAYER: dict[tuple, tuple] = {}
 
 

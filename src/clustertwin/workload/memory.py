@@ -64,27 +64,16 @@ def stage_params(model: ModelSpec, tp, pp, ep, etp=1, vpp=1, schedule=0, dual_ra
         # one plan (xp.scalar_mode): computed once per (model, degrees); the DP collectives and the memory
         # model of one estimate ask for the same stage
         key = (id(model), float(tp), float(pp), float(ep), float(etp), float(vpp), int(schedule), dual_rank)
-        return _memoised(_STAGE_PARAMS, key, model, _stage_params, model, tp, pp, ep, etp, vpp, schedule, dual_rank)
+        return np.memo(_STAGE_PARAMS, key, model, _stage_params, model, tp, pp, ep, etp, vpp, schedule, dual_rank)
     # many plans: computed once per distinct (tp, pp, ep, etp, vpp, schedule) among them (xp.per_distinct)
     return np.per_distinct(lambda t, p, e, et, v, sc: _stage_params(model, t, p, e, et, v, sc, dual_rank),
                            (tp, pp, ep, etp, vpp, schedule))
 
 
 # scalar stage parameters already computed: (id(model), tp, pp, ep, etp, vpp, schedule, dual_rank) ->
-# (model, (dense, expert)); the entry keeps the model alive, so its id is not reused while cached
+# (model, None, (dense, expert)) (xp.memo: the entry keeps the model alive, so its id is not reused)
 _STAGE_PARAMS: dict[tuple, tuple] = {}
 _PLAIN = np._S  # plain numbers (clustertwin/xp.py)
-
-
-def _memoised(table: dict, key: tuple, model, compute, *args):
-    """``compute(*args)`` for one plan, kept in ``table`` under ``key`` (which holds ``id(model)``): the entry
-    keeps the model alive, so its id is not reused while cached; a full table (4,096 entries) is emptied."""
-    hit = table.get(key)
-    if hit is None or hit[0] is not model:
-        if len(table) >= 4096:
-            table.clear()
-        hit = table[key] = (model, compute(*args))
-    return hit[1]
 
 
 def _stage_params(model: ModelSpec, tp, pp, ep, etp, vpp, schedule, dual_rank):
@@ -140,13 +129,13 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len, micro_batch, tp, cp, s
         # first), computed once per (model, values), as ``stage_params``
         key = (id(model), float(seq_len), float(micro_batch), float(tp), float(cp), bool(sp), float(recompute_code),
                bool(flash), bool(fp8))
-        return _memoised(_ACT_BYTES, key, model, _activation_bytes, model, seq_len, micro_batch, tp, cp, sp,
+        return np.memo(_ACT_BYTES, key, model, _activation_bytes, model, seq_len, micro_batch, tp, cp, sp,
                          recompute_code, flash, fp8)
     return _activation_bytes(model, seq_len, micro_batch, tp, cp, sp, recompute_code, flash, fp8)
 
 
 # scalar activation bytes already computed: (id(model), seq_len, micro_batch, tp, cp, sp, recompute, flash,
-# fp8) -> (model, (stored, working)); the entry keeps the model alive, so its id is not reused
+# fp8) -> (model, None, (stored, working)) (xp.memo)
 _ACT_BYTES: dict[tuple, tuple] = {}
 
 
@@ -205,12 +194,12 @@ def backward_transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, ele
             and np.in_scalar_mode()):
         # one plan (xp.scalar_mode): once per (model, values), as ``activation_bytes_per_layer``
         key = (id(model), float(seq_len), float(micro_batch), float(tp), float(cp), float(elem_bytes))
-        return _memoised(_TRANSIENT, key, model, _transient_bytes, model, seq_len, micro_batch, tp, cp, elem_bytes)
+        return np.memo(_TRANSIENT, key, model, _transient_bytes, model, seq_len, micro_batch, tp, cp, elem_bytes)
     return _transient_bytes(model, seq_len, micro_batch, tp, cp, elem_bytes)
 
 
 # scalar backward transients already computed: (id(model), seq_len, micro_batch, tp, cp, elem_bytes) ->
-# (model, bytes); the entry keeps the model alive, so its id is not reused
+# (model, None, bytes) (xp.memo)
 _TRANSIENT: dict[tuple, tuple] = {}
 
 
@@ -425,7 +414,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
         # float first), computed once per (model, shape); distinct layouts share few pipeline shapes
         key = (int(num_layers), id(model), float(pp), float(vpp), float(num_micro_batches),
                None if microbatch_group is None else float(microbatch_group), float(schedule), dual_rank)
-        return _memoised(_INFLIGHT, key, model, _inflight_layers, num_layers, pp, vpp, num_micro_batches,
+        return np.memo(_INFLIGHT, key, model, _inflight_layers, num_layers, pp, vpp, num_micro_batches,
                          microbatch_group, model, schedule, dual_rank)
     # many plans: computed once per distinct pipeline shape among them (xp.per_distinct)
     return np.per_distinct(lambda p, v, m, g, sc: _inflight_layers(num_layers, p, v, m, g, model, sc, dual_rank),
@@ -433,7 +422,7 @@ def pipeline_inflight_layers(num_layers: int, pp, vpp, num_micro_batches, microb
 
 
 # scalar in-flight layer counts already computed: (num_layers, id(model), pp, vpp, micro-batches, group,
-# schedule, dual_rank) -> (model, (first, last)); the entry keeps the model alive, so its id is not reused
+# schedule, dual_rank) -> (model, None, (first, last)) (xp.memo)
 _INFLIGHT: dict[tuple, tuple] = {}
 
 

@@ -90,19 +90,12 @@ def stage_layout(model: ModelSpec, pp, vpp):
     model and pipeline shape, whatever the run's sequence length), so memory and time see the same layout.
     """
     if np.ndim(pp) == 0 and np.ndim(vpp) == 0:  # one plan: computed once per (model, pp, vpp)
-        key = (id(model), float(pp), float(vpp))
-        hit = _LAYOUTS.get(key)
-        if hit is None or hit[0] is not model:
-            if len(_LAYOUTS) >= 4096:
-                _LAYOUTS.clear()
-            hit = _LAYOUTS[key] = (model, _stage_layout(model, pp, vpp))
-        return hit[1]
+        return np.memo(_LAYOUTS, (id(model), float(pp), float(vpp)), model, _stage_layout, model, pp, vpp)
     # many plans: computed once per distinct (pp, vpp) among them (xp.per_distinct)
     return np.per_distinct(partial(_stage_layout, model), (pp, vpp))
 
 
-# scalar layouts already computed: (id(model), pp, vpp) -> (model, (first, last, most)); the entry keeps
-# the model alive, so its id is not reused while cached (ModelSpec is frozen)
+# scalar layouts already computed: (id(model), pp, vpp) -> (model, None, (first, last, most)) (xp.memo)
 _LAYOUTS: dict[tuple, tuple] = {}
 
 

@@ -159,20 +159,18 @@ STACK_RULES: tuple[Rule, ...] = (
 
 def _stack_codes(st) -> tuple[list[int], list[int], list[int]]:
     """The (frozen) stack's recompute, pipeline schedule and offload codes, built once per stack."""
-    hit = _STACK_CODES.get(id(st))
-    if hit is None or hit[0] is not st:
-        from .plan import OFFLOAD_CODE
-
-        if len(_STACK_CODES) >= 256:
-            _STACK_CODES.clear()
-        hit = _STACK_CODES[id(st)] = (st, ([RECOMPUTE_NAMES.index(r) for r in st.recompute],
-                                           [SCHEDULE_CODE[x] for x in st.pipeline_schedules],
-                                           [OFFLOAD_CODE[x] for x in st.offload_modes]))
-    return hit[1]
+    return np.memo(_STACK_CODES, (id(st),), st, _codes_of, st, limit=256)
 
 
-# id(stack) -> (stack, codes); the entry keeps the stack alive, so its id is not reused while cached
-_STACK_CODES: dict[int, tuple] = {}
+def _codes_of(st) -> tuple[list[int], list[int], list[int]]:
+    from .plan import OFFLOAD_CODE
+
+    return ([RECOMPUTE_NAMES.index(r) for r in st.recompute], [SCHEDULE_CODE[x] for x in st.pipeline_schedules],
+            [OFFLOAD_CODE[x] for x in st.offload_modes])
+
+
+# (id(stack),) -> (stack, None, codes) (xp.memo)
+_STACK_CODES: dict[tuple, tuple] = {}
 
 
 def _recompute_codes(st) -> list[int]:

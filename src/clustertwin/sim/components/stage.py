@@ -110,17 +110,11 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
 def _stack_fields(stack) -> dict:
     if stack is None:
         return {}
-    hit = _STACK_FIELDS.get(id(stack))
-    if hit is None or hit[0] is not stack:
-        if len(_STACK_FIELDS) >= 256:
-            _STACK_FIELDS.clear()
-        hit = _STACK_FIELDS[id(stack)] = (stack, _fields_of(stack))
-    return hit[1]
+    return np.memo(_STACK_FIELDS, (id(stack),), stack, _fields_of, stack, limit=256)
 
 
-# id(stack) -> (stack, its Stage fields): they depend on the (frozen) preset only; the entry keeps the stack
-# alive, so its id is not reused while cached
-_STACK_FIELDS: dict[int, tuple] = {}
+# (id(stack),) -> (stack, None, its Stage fields) (xp.memo): they depend on the (frozen) preset only
+_STACK_FIELDS: dict[tuple, tuple] = {}
 
 
 def _fields_of(stack) -> dict:
