@@ -145,7 +145,9 @@ def _int(row: dict[str, str], key: str, default: int = 0) -> int:
     return int(round(_num(row, key, default)))
 
 
-# A row is modelled from its columns only: nothing in `notes`, `source`, `source_locator` or the id is read.
+# A row is modelled from its columns only: `notes`, `source`, `source_locator`, `inferred_fields` and the id never
+# reach a prediction. The id only labels the output (RowResult, ModelSpec.id) and `source` only groups rows into
+# the folds of `--cv source`; tests/validate/test_frameworks.py replaces all of them and checks every prediction.
 # Architecture details no column holds come from the zoo model the `model` column names (_zoo_arch).
 _WITHOUT_MTP = re.compile(r"\b(w/?o|without|no)[\s-]+MTP\b", re.IGNORECASE)
 # A model label that says the routing was real, not force-balanced: Megatron-MoE-ModelZoo's "(dropless)" as
@@ -674,7 +676,7 @@ def row_notes(row: dict[str, str], catalog) -> str:
     try:
         notes.append(_hardware(resolved, catalog)[2])
         if resolved.get(BLANK_RECOMPUTE_KEY):
-            notes.append(_blank_recompute_choice(resolved, catalog)[1])
+            notes.append(_blank_recompute_choice(resolved, model_from_row(resolved), catalog)[1])
         system, _ = _row_hardware(resolved, catalog)
         notes.append(uncalibrated_note(system.accelerator.id))
     except InputError:
@@ -715,28 +717,29 @@ BLANK_RECOMPUTE_FIT_SLACK = 0.15
 _RECOMPUTE_ORDER = ("none", "selective", "full")
 
 
-def _blank_recompute_choice(row: dict[str, str], catalog) -> tuple[dict[str, str], str]:
+def _blank_recompute_choice(row: dict[str, str], model: ModelSpec, catalog) -> tuple[dict[str, str], str]:
     """(row, note): a resolved row whose blank `recompute` was filled with ``none``, with the least recompute
-    mode whose modelled peak the device could hold (``BLANK_RECOMPUTE_FIT_SLACK``); other rows unchanged."""
+    mode whose modelled peak the device could hold (``BLANK_RECOMPUTE_FIT_SLACK``); other rows unchanged.
+    ``model``: the row's model (``model_from_row``)."""
     if not row.get(BLANK_RECOMPUTE_KEY) or (row.get("recompute") or "").strip() != "none":
         return row, ""
     from .sim.engines import get_engine
+    from .workload.rules import plan_problems
 
-    model = model_from_row(row)
     system, fabric = _row_hardware(row, catalog)
-    first = None
+    first_gb = None  # the modelled peak of the first mode the layout can run
     for mode in _RECOMPUTE_ORDER:
         trial = dict(row, recompute=mode)
         plan = plan_from_row(trial)
-        if plan_problems_text(model, plan):
+        if plan_problems(model, plan):
             continue
         est = get_engine("analytical").estimate(model, system, fabric, plan, catalog=catalog, check=False)
-        first = first or (mode, est)
+        first_gb = est.memory_gb_per_gpu if first_gb is None else first_gb
         cap = est.memory_capacity_gb
         if cap <= 0 or est.memory_gb_per_gpu <= cap * (1.0 + BLANK_RECOMPUTE_FIT_SLACK) or mode == "full":
             if mode == "none":
                 return row, ""
-            return trial, (f"recompute blank: without recompute the modelled peak is {first[1].memory_gb_per_gpu:.0f} GB "
+            return trial, (f"recompute blank: without recompute the modelled peak is {first_gb:.0f} GB "
                            f"per GPU, more than the {cap:.0f} GB usable could hold (even at the memory model's "
                            f"+{100 * BLANK_RECOMPUTE_FIT_SLACK:.0f} % worst over-prediction), so the published run "
                            f"recomputed: modelled with recompute {mode} "
@@ -744,17 +747,10 @@ def _blank_recompute_choice(row: dict[str, str], catalog) -> tuple[dict[str, str
     return row, ""
 
 
-def plan_problems_text(model: ModelSpec, plan: ParallelPlan) -> str:
-    from .workload.rules import plan_problems
-
-    reasons = plan_problems(model, plan)
-    return reasons[0] if reasons else ""
-
-
 def _estimate_row(row: dict[str, str], catalog, engine: str = "analytical"):
     row = resolve_row(row, catalog)[0]
     model = model_from_row(row)
-    row = _blank_recompute_choice(row, catalog)[0]
+    row = _blank_recompute_choice(row, model, catalog)[0]
     plan = plan_from_row(row)
     _check_row_plan(model, plan)
     system, fabric = _row_hardware(row, catalog)
