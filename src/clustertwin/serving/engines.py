@@ -104,12 +104,12 @@ def engine_for_framework(text: str) -> EnginePreset:
     return get_engine("generic")
 
 
-@lru_cache(maxsize=1)
-def _builtin_arch() -> dict[str, str]:
-    """Architecture (catalog ``arch``: hopper, blackwell, blackwell-ultra, cdna3 ...) of every built-in chip id."""
-    text = (resources.files("clustertwin.catalog") / "data" / "accelerators.yaml").read_text(encoding="utf-8")
-    accs = (yaml.safe_load(text) or {}).get("accelerators") or {}
-    return {k: str((v or {}).get("arch") or "") for k, v in accs.items()}
+def _arch_of() -> dict[str, str]:
+    """Architecture (catalog ``arch``: hopper, blackwell, blackwell-ultra, cdna3 ...) of every catalog chip id,
+    from the loaded (cached) catalog rather than a second parse of its YAML."""
+    from ..catalog import load_catalog
+
+    return {k: str(a.arch or "") for k, a in load_catalog().accelerators.items()}
 
 
 def family_value(values: Mapping[str, Any], acc_id: str, arch: str = "") -> Any | None:
@@ -124,7 +124,7 @@ def family_value(values: Mapping[str, Any], acc_id: str, arch: str = "") -> Any 
         return values[acc_id]
     if not arch:
         return None
-    arch_of = _builtin_arch()
+    arch_of = _arch_of()
     fam = [v for k, v in values.items() if arch_of.get(k) == arch]
     if fam and all(v == fam[0] for v in fam[1:]):
         return fam[0]
@@ -139,7 +139,8 @@ def family_note(acc_id: str, arch: str) -> str:
             listed |= set((eng or {}).get(key) or {})
     if acc_id in listed or not arch:
         return ""
-    peers = sorted(k for k in listed if _builtin_arch().get(k) == arch)
+    arch_of = _arch_of()
+    peers = sorted(k for k in listed if arch_of.get(k) == arch)
     if not peers:
         return ""
     return (f"{acc_id}: serving kernel constants (attention / MLA-decode efficiency, GEMM scale, low-precision K "
