@@ -22,11 +22,8 @@ _PLAIN = np._S  # plain numbers (clustertwin/xp.py)
 def ranks_per_domain(size, stride, domain: int):
     """Members of a group (``size`` ranks ``stride`` apart) that share one scale-up domain."""
     if type(size) in _PLAIN and type(stride) in _PLAIN and type(domain) in _PLAIN and np.in_scalar_mode():
-        # one plan: the xp calls below inlined (floor, then clip as maximum(., 1) then minimum(., size))
-        size = float(size)
-        v = float(math.floor(domain / float(stride)))
-        v = v if v >= 1.0 else (1.0 if 1.0 > v else (v if v != v else 1.0))
-        return v if v <= size else (size if size < v else (v if v != v else size))
+        # one plan: the xp calls below without their per-call type checks (floor, then xp's clip)
+        return np.clip_plain(float(math.floor(domain / float(stride))), 1.0, float(size))
     size = np.asarray(size, dtype=float)
     stride = np.asarray(stride, dtype=float)
     return np.clip(np.floor(domain / stride), 1.0, size)

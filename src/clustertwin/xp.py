@@ -130,9 +130,14 @@ def minimum(a, b):
 
 def clip(x, lo, hi):
     if type(x) in _S and type(lo) in _S and type(hi) in _S and _get():
-        v = x if x >= lo else (lo if lo > x else (x if x != x else lo))  # maximum(x, lo)
-        return v if v <= hi else (hi if hi < v else (v if v != v else hi))  # minimum(v, hi)
+        return clip_plain(x, lo, hi)
     return _np.clip(x, lo, hi)
+
+
+def clip_plain(x, lo, hi):
+    """numpy's clip on plain numbers, with no type or mode check (a caller that has made both)."""
+    v = x if x >= lo else (lo if lo > x else (x if x != x else lo))  # maximum(x, lo): a NaN wins, as in numpy
+    return v if v <= hi else (hi if hi < v else (v if v != v else hi))  # minimum(v, hi)
 
 
 def logical_not(x):
