@@ -247,18 +247,20 @@ def test_a_recorded_pytorch_build_dates_a_version(version, key, stack):
 
 @pytest.mark.parametrize("name", ["maxtext", "MaxText", "jax", "paxml", "pax", "praxis", "levanter"])
 def test_jax_frameworks_map_to_the_sharded_preset_with_their_assumption(name):
-    """MaxText / Pax (JAX + XLA SPMD, 'FSDP+DP') are FSDP-style sharded data parallelism: the pytorch-fsdp preset,
-    a blank ZeRO stage read as 3, and an `assumed` note - before, difflib's closest name gave no note of its own."""
+    """MaxText / Pax (JAX + XLA SPMD, 'FSDP+DP') are FSDP-style sharded data parallelism: the jax-xla preset (the
+    pytorch-fsdp settings with cuDNN attention and jax.checkpoint recompute), a blank ZeRO stage read as 3, and an
+    `assumed` note - before, difflib's closest name gave no note of its own."""
     fw = stack_for_framework(name, "")
-    assert fw.stack.id == "pytorch-fsdp" and fw.blank_zero_stage == 3
-    assert "JAX-XLA modelled with the pytorch-fsdp preset" in fw.note and "not in the framework table" not in fw.note
+    assert fw.stack.id == "jax-xla" and fw.blank_zero_stage == 3
+    assert fw.stack.attention_backend == "cudnn" and fw.stack.full_recompute == "needed"
+    assert "JAX-XLA modelled with the jax-xla preset" in fw.note and "not in the framework table" not in fw.note
 
 
 @pytest.mark.parametrize("name, framework, stack", [
     ("mindspeed", "mindspeed", "megatron-core"),         # Ascend's Megatron-Core port (difflib: 'deepspeed')
     ("MindSpeed-LLM", "mindspeed", "megatron-core"),
     ("pytorch-lightning", "pytorch-fsdp", "pytorch-fsdp"),  # Lightning's FSDPStrategy (difflib: 'torchtitan')
-    ("easylm", "maxtext", "pytorch-fsdp"),
+    ("easylm", "maxtext", "jax-xla"),
 ])
 def test_frameworks_difflib_misplaced_have_entries(name, framework, stack):
     fw = stack_for_framework(name, "", sharded=True)

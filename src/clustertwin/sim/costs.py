@@ -37,7 +37,7 @@ from .components.dp_comm import dp_comm
 from .components.elementwise import elementwise
 from .components.embedding import logits
 from .components.ep_comm import ep_comm
-from .components.mlp import dense_mlp
+from .components.mlp import dense_down_proj_fwd, dense_mlp
 from .components.moe import host_idle, moe_layer
 from .components.optimizer import optimizer_step, step_overhead
 from .components.pace import slowest_gpu_factor
@@ -171,7 +171,10 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         selective = fm * mo.recompute_fwd_s + attention.mla_up_proj_fwd(st)
     else:
         selective = core.fwd_s + core.mem_fwd_s  # Korthikanti et al.: the attention core
-    recompute_s = np.where(st.rc == 2, fwd_total, np.where(st.rc == 1, selective, 0.0))
+    full = fwd_total
+    if st.rc_needed:  # jax.checkpoint: the dense down projection's output is dead in the recompute (stack jax-xla)
+        full = fwd_total - (1 - fm) * dense_down_proj_fwd(st)
+    recompute_s = np.where(st.rc == 2, full, np.where(st.rc == 1, selective, 0.0))
 
     ce = float(getattr(stack, "compute_efficiency", 1.0) or 1.0) if stack is not None else 1.0
     if ce != 1.0:  # the framework's compute kernels relative to Megatron-Core / TE (stack compute_efficiency)

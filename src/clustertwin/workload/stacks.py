@@ -88,6 +88,10 @@ class SoftwareStack:
     # what `recompute = selective` recomputes: "attention-core" (Megatron, Korthikanti et al.) or
     # "half-forward" (torchtitan selective AC: every 2nd layer, or every 2nd matmul of each layer)
     selective_recompute: str = "attention-core"
+    # what `recompute = full` re-runs: "layer" (Megatron / torch.utils.checkpoint: the whole layer forward again)
+    # or "needed" (JAX jax.checkpoint: only the forward ops whose outputs the backward reads; the MLP's down
+    # projection (fc2), whose output only feeds the residual add, is dead code in the recompute; see jax-xla)
+    full_recompute: str = "layer"
     # bytes the loss holds per logit element at its peak: Megatron's fused vocab-parallel cross-entropy
     # keeps FP32 logits (4); an unfused PyTorch loss the BF16 logits + FP32 copy + FP32 gradient (10)
     loss_bytes_per_logit: float = 4.0
@@ -158,7 +162,8 @@ class SoftwareStack:
                 "attention_backend": self.attention_backend, "cp_attention": self.cp_attention,
                 "fp8_weight_cache": self.fp8_weight_cache,
                 "compute_efficiency": self.compute_efficiency, "tp_overlap": self.tp_overlap,
-                "selective_recompute": self.selective_recompute, "pipeline_schedules": list(self.pipeline_schedules),
+                "selective_recompute": self.selective_recompute, "full_recompute": self.full_recompute,
+                "pipeline_schedules": list(self.pipeline_schedules),
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
                 "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes,
                 "nvfp4_bf16_layer_share": self.nvfp4_bf16_layer_share, "nvfp4_rht": self.nvfp4_rht,
@@ -270,6 +275,30 @@ register_stack(replace(
     source="NVIDIA-NeMo/Megatron-Bridge scripts/performance recipes (grad_reduce_in_fp32=False, "
            "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True, "
            "use_megatron_fsdp for the FSDP recipes); docs/performance-summary.md",
+))
+# JAX / XLA SPMD training (MaxText, Pax / praxis, the NVIDIA JAX-Toolbox containers): parameters, gradients and
+# optimizer state sharded over the fsdp / data mesh axis, XLA all-gathering each layer's weights before use and
+# reduce-scattering its gradients, its latency-hiding scheduler running them beside the compute. Two things differ
+# from the PyTorch FSDP stack it was modelled with before:
+# - attention: NVIDIA's recipes run cuDNN fused attention through Transformer Engine (MaxText
+#   attention=cudnn_flash_te, dgxc-benchmarking maxtext/configure.sh @0b71cfda; Pax ENABLE_TE=1 with
+#   NVTE_FUSED_ATTN=1, paxml/configure.sh @143b90dd), the chip's attention_efficiency_cudnn
+# - full recompute: jax.checkpoint re-runs only the forward ops whose outputs the backward reads: remat_partial_eval
+#   (jax/_src/ad_checkpoint.py) DCEs the staged recompute (pe.dce_jaxpr(jaxpr_staged, ...)). A linear layer's
+#   backward reads its input and weight, not its output, so the MLP down projection (fc2), whose output only feeds
+#   the residual add, is not recomputed; every other GEMM of the layer feeds a norm, an activation or attention
+#   whose backward reads it. MaxText's remat_policy full (configs/base.yml) and Pax's SAVE_NOTHING are this
+register_stack(replace(
+    STACKS.get("pytorch-fsdp"),
+    id="jax-xla",
+    description="JAX / XLA SPMD (MaxText, Pax): parameters sharded over the fsdp mesh axis, per-layer weight "
+                "all-gather and gradient reduce-scatter scheduled beside the compute by XLA, cuDNN fused attention "
+                "(Transformer Engine), jax.checkpoint recompute (only what the backward reads)",
+    source="NVIDIA/dgxc-benchmarking maxtext/configure.sh @0b71cfda (attention=cudnn_flash_te, remat_policy, "
+           "xla_gpu_enable_latency_hiding_scheduler, pipelined all-gather / reduce-scatter) and paxml/configure.sh "
+           "@143b90dd (ENABLE_TE=1, NVTE_FUSED_ATTN=1); jax/_src/ad_checkpoint.py remat_partial_eval "
+           "(pe.dce_jaxpr of the staged recompute)",
+    attention_backend="cudnn", full_recompute="needed", context_parallel=False, offload_modes=("none",),
 ))
 # Megatron-LM's own training scripts (pretrain_gpt.py, 2023 on, built on Megatron-Core): the megatron-core
 # engine settings, but with --bf16 megatron/training/arguments.py forces FP32 gradient accumulation and

@@ -62,6 +62,7 @@ class Stage:
     attn_backend: str = "flash"  # fused-attention backend: "flash" (FlashAttention-2 class) or "cudnn" (TE)
     cp_torch_ring: bool = False  # CP attention as PyTorch's context_parallel runs it (stack cp_attention)
     sel_half: bool = False
+    rc_needed: bool = False  # full recompute re-runs only what the backward reads (JAX; stack full_recompute)
     fp8_weight_cache: bool = False  # FP8 weights cast once per step (TE), not every micro-batch (torchao)
     logits_low_precision: bool = True  # the output layer GEMM in the FP8/FP4 step dtype (stack preset)
     moe_grouped_mm: bool = False  # experts in one grouped-GEMM kernel; host sync only in the EP dispatch ...
@@ -121,6 +122,7 @@ def _fields_of(stack) -> dict:
     return {"attn_speed": float(stack.attention_kernel_speed), "attn_backend": stack.attention_backend,
             "cp_torch_ring": getattr(stack, "cp_attention", "fused") == "torch-ring",
             "sel_half": stack.selective_recompute == "half-forward",
+            "rc_needed": getattr(stack, "full_recompute", "layer") == "needed",
             "fp8_weight_cache": bool(stack.fp8_weight_cache),
             "logits_low_precision": bool(getattr(stack, "output_layer_low_precision", True)),
             "moe_grouped_mm": getattr(stack, "moe_experts_impl", "te-grouped-linear") in ("grouped-mm", "megablocks-gmm"),
