@@ -154,12 +154,31 @@ _WITHOUT_MTP = re.compile(r"\b(w/?o|without|no)[\s-]+MTP\b", re.IGNORECASE)
 # against its "(forced balance)" (the validation README: benchmark MoE rows force balance unless labelled), or
 # "real routing" / "unbalanced". A label that also says forced / balanced keeps balanced routing.
 _REAL_ROUTING = re.compile(r"\b(dropless|real[\s-]+routing|unbalanced)\b", re.IGNORECASE)
+_REAL_ROUTING_EXPLICIT = re.compile(r"\b(real[\s-]+routing|unbalanced)\b", re.IGNORECASE)
+# Frameworks whose published benchmark rows force balance whatever the label: the Megatron-Bridge performance
+# summary's "(dropless)" is the opposite of its "(tokendrop)", both force-balanced (its footnote; the validation
+# README; every performance recipe sets moe_router_force_load_balancing = True), not ModelZoo's real routing.
+_FORCED_BALANCE_FRAMEWORKS = frozenset({"megatron-bridge"})
 _FORCED_BALANCE = re.compile(r"\b(forced|force[\s-]+balanced?|balanced)\b", re.IGNORECASE)
 
 
-def real_routing(label: str) -> bool:
-    """True where the ``model`` label says the run routed tokens with its real router (load imbalance)."""
-    return bool(_REAL_ROUTING.search(label or "")) and not _FORCED_BALANCE.search(label or "")
+# A model label that says the run dropped tokens at a capacity factor (Megatron-Bridge's "(tokendrop)" rows, run
+# with apply_moe_token_drop: capacity factor 1.0, padded to capacity) rather than the benchmarks' dropless default.
+_TOKEN_DROP = re.compile(r"\b(token[\s-]*drop(ping)?|capacity[\s-]+factor)\b", re.IGNORECASE)
+
+
+def token_drop(label: str) -> bool:
+    """True where the ``model`` label says the run dropped tokens to a padded expert capacity."""
+    return bool(_TOKEN_DROP.search(label or ""))
+
+
+def real_routing(label: str, framework: str = "") -> bool:
+    """True where the ``model`` label says the run routed tokens with its real router (load imbalance). On a
+    framework whose benchmark rows force balance (``_FORCED_BALANCE_FRAMEWORKS``) "dropless" alone does not."""
+    text = label or ""
+    words = (_REAL_ROUTING_EXPLICIT if (framework or "").strip().lower() in _FORCED_BALANCE_FRAMEWORKS
+             else _REAL_ROUTING)
+    return bool(words.search(text)) and not _FORCED_BALANCE.search(text)
 
 
 def model_from_row(row: dict[str, str]) -> ModelSpec:
@@ -176,8 +195,10 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
         num_dense_layers=_int(row, "num_dense_layers"), name=row.get("model") or row["id"],
     )
     kw.update(_zoo_arch(row.get("model") or "", kw)[1])
-    if kw.get("num_experts") and real_routing(row.get("model") or ""):
+    if kw.get("num_experts") and real_routing(row.get("model") or "", row.get("framework") or ""):
         kw["moe_load_imbalance"] = REAL_ROUTING_LOAD_IMBALANCE
+    if kw.get("num_experts") and token_drop(row.get("model") or ""):
+        kw["moe_token_drop"] = True
     if kw.get("kv_lora_rank"):
         kw["num_kv_heads"] = kw["num_attention_heads"]
     return ModelSpec(id=row["id"], **kw)
@@ -685,7 +706,7 @@ def row_notes(row: dict[str, str], catalog) -> str:
 
 
 def _routing_note(row: dict[str, str]) -> str:
-    if not (_int(row, "num_experts") and real_routing(row.get("model") or "")):
+    if not (_int(row, "num_experts") and real_routing(row.get("model") or "", row.get("framework") or "")):
         return ""
     return (f"real (not force-balanced) MoE routing, as the model label says: EP-rank load imbalance "
             f"{REAL_ROUTING_LOAD_IMBALANCE:g} (max / mean, derived from Megatron-MoE-ModelZoo's forced / dropless pairs)")

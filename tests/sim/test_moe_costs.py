@@ -408,3 +408,40 @@ def test_real_routing_load_imbalance_grows_the_hot_ranks_expert_activations(cata
     sel = dict(seq_len=4096, micro_batch=1, tp=1, cp=1, sp=True)
     assert float(moe_selective_bytes_per_layer(QWEN3_30B.with_(moe_load_imbalance=1.75), **sel)) > float(
         moe_selective_bytes_per_layer(QWEN3_30B, **sel))
+
+
+def test_token_drop_padded_to_capacity_has_no_dispatcher_host_stall(catalog):
+    """Megatron-Core's alltoall dispatcher with a capacity factor and padding to capacity (drop_and_pad, what
+    Megatron-Bridge's apply_moe_token_drop sets) returns from preprocess with static split sizes and
+    cuda_sync_point "no_sync": no device-to-host sync, so no fitted stall S, only the per-expert host work
+    beyond the layer's GPU work. Dropless keeps S in every MoE layer; the experts' GPU work is the same."""
+    st = _stage(catalog, "hgx-b200", ep=8)
+    td = replace(st, model=replace(QWEN3_30B, moe_token_drop=True))
+    gpu_f, gpu_b = 1.0, 1.0  # GPU work far above the host's per-expert issue: only S can show
+    f, b = host_idle(st, gpu_f, gpu_b)
+    assert float(f + b) == pytest.approx(st.hw.eff.moe_host_layer_s) and st.hw.eff.moe_host_layer_s > 0
+    f, b = host_idle(td, gpu_f, gpu_b)
+    assert float(f + b) == 0.0
+    # with no GPU work to hide under, token drop still exposes the host's per-expert issue (16 local experts)
+    f, b = host_idle(td, 0.0, 0.0)
+    assert float(f + b) == pytest.approx(16 * st.hw.eff.moe_host_expert_s)
+    assert moe_layer(td) == moe_layer(st)  # balanced routing: capacity = the balanced tokens per expert
+
+
+def test_validator_reads_token_drop_and_forced_balance_from_the_model_label_and_framework():
+    """"(tokendrop)" in the model label sets token drop; "(dropless)" means real routing on Megatron-MoE-ModelZoo
+    rows but not on Megatron-Bridge performance-summary rows, which force balance in both variants (its footnote:
+    "we force-balance the token distribution among experts and all benchmarks are token-dropless")."""
+    from clustertwin.validate import model_from_row, real_routing
+    from clustertwin.workload.model import REAL_ROUTING_LOAD_IMBALANCE
+
+    row = dict(id="x", model="Qwen3-30B-A3B (tokendrop)", num_layers="48", hidden_size="2048",
+               num_attention_heads="32", num_kv_heads="4", ffn_hidden_size="6144", vocab_size="151936",
+               swiglu="yes", num_experts="128", moe_topk="8", moe_ffn_hidden_size="768", seq_len="4096",
+               framework="megatron-bridge")
+    assert model_from_row(row).moe_token_drop and model_from_row(row).moe_load_imbalance == 1.0
+    assert not model_from_row(dict(row, model="Qwen3-30B-A3B")).moe_token_drop
+    dl = dict(row, model="Qwen3-30B-A3B (dropless)")
+    assert not model_from_row(dl).moe_token_drop and model_from_row(dl).moe_load_imbalance == 1.0
+    assert model_from_row(dict(dl, framework="megatron-core")).moe_load_imbalance == REAL_ROUTING_LOAD_IMBALANCE
+    assert real_routing("X (real routing)", "megatron-bridge") and not real_routing("X (dropless)", "megatron-bridge")

@@ -442,12 +442,14 @@ def moe_assumptions(model: ModelSpec, hw: Hardware) -> list[str]:
     routing = ("MoE: balanced routing, no load imbalance (the published MoE benchmarks force balance)" if imb <= 1.0
                else f"MoE: real routing, the most-loaded EP rank carries {imb:g}x the mean token load (its experts, "
                     "activations and all-to-all set each MoE layer's pace)")
-    return [
-        routing,
-        f"MoE: {hw.eff.moe_host_layer_s * 1e3:.2f} ms of GPU idle per MoE layer per micro-batch at the dispatcher's "
-        "device-to-host sync (fitted per host platform on Megatron runs; a CUDA-graphed or sync-free "
-        "dispatcher is faster)",
-    ]
+    if getattr(model, "moe_token_drop", False):
+        host = ("MoE: token drop padded to expert capacity: static split sizes, no dispatcher device-to-host sync "
+                "(no per-layer host stall)")
+    else:
+        host = (f"MoE: {hw.eff.moe_host_layer_s * 1e3:.2f} ms of GPU idle per MoE layer per micro-batch at the "
+                "dispatcher's device-to-host sync (fitted per host platform on Megatron runs; a CUDA-graphed or "
+                "sync-free dispatcher is faster)")
+    return [routing, host]
 
 
 def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:

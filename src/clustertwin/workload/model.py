@@ -45,6 +45,8 @@ class ModelSpec:
     (GPT-OSS; Megatron-Core ``add_bias_linear``). Attention and dense-MLP biases ride in the GEMM epilogue
     (no extra pass); the routed experts' fc2 bias is scaled by each token's router probability in eager
     PyTorch, one expert at a time (``TEGroupedMLP._apply_bias``), which sim/components/moe.py prices.
+    Routing: ``moe_load_imbalance`` (max / mean EP-rank load; 1 = force-balanced) and ``moe_token_drop``
+    (capacity-factor token drop padded to capacity: no dispatcher host sync; False = dropless).
     """
 
     id: str
@@ -78,6 +80,11 @@ class ModelSpec:
     # routing of the run (sim/components/moe.py): max / mean token load of the EP ranks of one MoE layer and
     # micro-batch; 1 = balanced (benchmarks that force load balance), > 1 = the router's real load imbalance
     moe_load_imbalance: float = 1.0
+    # capacity-factor token drop with the expert inputs padded to capacity (Megatron-Core
+    # `--moe-expert-capacity-factor` + `--moe-pad-expert-input-to-capacity`; Megatron-Bridge's
+    # apply_moe_token_drop defaults 1.0 / True): static expert shapes, so the alltoall dispatcher never syncs
+    # with the host (sim/components/moe.py host_idle); False = dropless (the benchmark default)
+    moe_token_drop: bool = False
     source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

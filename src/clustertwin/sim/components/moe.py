@@ -45,7 +45,9 @@ backward): a per-host-platform constant FITTED on the MoE rows (efficiency.yaml 
 absorbs how much of the layer the platform's usual Megatron configuration captures in CUDA graphs);
 and ``moe_host_expert`` x local experts (H, sourced: TE GroupedLinear prepares, quantises and launches
 every expert's GEMMs separately; TE issues #1499, #2897), which hides under the block's own GPU work
-(``gpu_*_s``: its GEMMs, permutation kernels and all-to-alls): idle = S + max(0, H - gpu).
+(``gpu_*_s``: its GEMMs, permutation kernels and all-to-alls): idle = S + max(0, H - gpu). Token drop padded
+to capacity (``ModelSpec.moe_token_drop``: Megatron's ``drop_and_pad``, static split sizes, ``cuda_sync_point``
+"no_sync") has no sync: S = 0, only max(0, H - gpu).
 
 Stacks (``SoftwareStack.moe_experts_impl``): the above is Megatron's (TE GroupedLinear). torchtitan runs the
 experts as one ``torch._grouped_mm`` per projection (no per-expert kernels or host preparation) and syncs
@@ -149,7 +151,10 @@ def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
         stall = np.zeros_like(local)
     else:
         host = eff.moe_host_expert_s * local
-        stall = eff.moe_host_layer_s  # exposed whole: the GPU queue is empty at the sync
+        # exposed whole: the GPU queue is empty at the sync. Token drop padded to capacity has static split
+        # sizes (MoEAlltoAllTokenDispatcher.preprocess returns before any device-to-host copy, cuda_sync_point
+        # "no_sync"): no sync, so the host issues ahead and only its per-expert work beyond the GPU's shows
+        stall = 0.0 if getattr(st.model, "moe_token_drop", False) else eff.moe_host_layer_s
     return (stall / 3.0 + np.maximum(0.0, host / 3.0 - gpu_fwd_s),
             2.0 * stall / 3.0 + np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s))
 
