@@ -43,6 +43,22 @@ def test_offline_sim_agrees_with_closed_form(inst):
     assert sim.output_tokens_per_s == pytest.approx(est.tokens_per_s_instance, rel=0.2)
 
 
+def test_prompt_pays_the_lm_head_once(inst):
+    # a lone 6,000-token prompt prefilled in one pass: the LM head runs on its last token only (no context
+    # logits), so the simulated TTFT is the closed-form prefill pass, not one with 6,000 tokens of logits
+    from clustertwin.serving.analytical import prefill_phase
+    from clustertwin.serving.phases import step_costs, step_model
+
+    wl = Workload(input_len=6000, output_len=2, scenario="offline")
+    sim = simulate(inst, wl, requests=1)
+    est = prefill_phase(inst, 6000, 8192)
+    assert sim.ttft_s["mean"] == pytest.approx(est.ttft_s, rel=0.02)
+    sm = step_model(inst, 8192)
+    lm_all = float(step_costs(inst, 6000.0, 0.0, 0.0)["logits_s"])
+    assert float(sm(6000.0, 0.0, 0.0) - sm(6000.0, 0.0, 0.0, 1.0)) == pytest.approx(
+        lm_all - float(step_costs(inst, 1.0, 0.0, 0.0)["logits_s"]), rel=0.02)
+
+
 def test_time_scale_stretches_every_pass(inst):
     # all requests at t = 0: the same passes, each time_scale times longer, so every latency scales exactly
     wl = Workload(input_len=500, output_len=100, scenario="offline")

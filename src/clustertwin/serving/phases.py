@@ -575,26 +575,33 @@ class StepModel:
     """A fast step-time model for the simulator: per-rank and shared work on a token grid + linear
     attention terms.
 
-    ``rank(tokens, kv_read, pairs) = interp(base_rank, tokens) + kv_coef * kv_read + pair_coef * pairs``
-    (attention is linear in the KV read and in the prefill query-key pairs), ``shared(tokens) =
-    interp(base_shared, tokens)``; a pass takes ``rank + shared`` (the busiest rank's own work under
-    DP-attention). Built from ``step_costs`` so both share one op model.
+    ``rank(tokens, kv_read, pairs, logit_tokens) = interp(base_rank, tokens) + interp(base_logits,
+    logit_tokens) + kv_coef * kv_read + pair_coef * pairs`` (attention is linear in the KV read and in the
+    prefill query-key pairs; the LM head runs on the tokens that need logits: every decode token and the last
+    token of each prompt that completes in the pass, not every prompt token; default: all ``tokens``),
+    ``shared(tokens) = interp(base_shared, tokens)``; a pass takes ``rank + shared`` (the busiest rank's own
+    work under DP-attention). Built from ``step_costs`` so both share one op model.
     """
 
     grid: np.ndarray
-    base_rank: np.ndarray
+    base_rank: np.ndarray  # per-rank work without the LM head
     base_shared: np.ndarray
     kv_coef: float
     pair_coef: float
+    base_logits: np.ndarray | None = None  # LM head on the grid's token counts (None: inside base_rank)
 
-    def rank(self, tokens, kv_read, pairs):
-        return np.interp(tokens, self.grid, self.base_rank) + self.kv_coef * kv_read + self.pair_coef * pairs
+    def rank(self, tokens, kv_read, pairs, logit_tokens=None):
+        t = np.interp(tokens, self.grid, self.base_rank) + self.kv_coef * kv_read + self.pair_coef * pairs
+        if self.base_logits is not None:
+            lt = np.asarray(tokens if logit_tokens is None else logit_tokens, dtype=float)
+            t = t + np.where(lt > 0, np.interp(lt, self.grid, self.base_logits), 0.0)
+        return t
 
     def shared(self, tokens):
         return np.interp(tokens, self.grid, self.base_shared)
 
-    def __call__(self, tokens, kv_read, pairs):
-        return self.rank(tokens, kv_read, pairs) + self.shared(tokens)
+    def __call__(self, tokens, kv_read, pairs, logit_tokens=None):
+        return self.rank(tokens, kv_read, pairs, logit_tokens) + self.shared(tokens)
 
 
 def step_model(inst: Instance, max_tokens: int) -> StepModel:
@@ -612,5 +619,6 @@ def step_model(inst: Instance, max_tokens: int) -> StepModel:
     ctx = 2048.0
     pairs = 64.0 * ctx
     pair_coef = float((step_time(inst, 64.0, 0.0, pairs) - step_time(inst, 64.0, 0.0, 0.0)) / pairs)
-    return StepModel(grid=grid, base_rank=_fields_time(c, RANK_FIELDS), base_shared=_fields_time(c, SHARED_FIELDS),
-                     kv_coef=kv_coef, pair_coef=pair_coef)
+    own = tuple(f for f in RANK_FIELDS if f != "logits_s")
+    return StepModel(grid=grid, base_rank=_fields_time(c, own), base_shared=_fields_time(c, SHARED_FIELDS),
+                     kv_coef=kv_coef, pair_coef=pair_coef, base_logits=np.asarray(c["logits_s"], dtype=float))

@@ -225,13 +225,17 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
             done_before = pre_len[chunk_idx] - need + pre_cached[chunk_idx]
             pairs = float(np.sum(chunks * done_before + 0.5 * chunks * chunks))
             tokens += float(chunks.sum())
+        # the LM head runs on the decode tokens and on the last token of each prompt completed in this pass
+        # (engines return no context logits by default: TensorRT-LLM gather_context_logits false)
+        logit_tokens = d * (1 + spec) + float(np.count_nonzero((chunks > 0) & (chunks >= pre_left[chunk_idx]))) \
+            if chunk_idx.size else float(d * (1 + spec))
         kv_read = float(np.sum(inp[dec] + gen[dec]))
         if ndp > 1:
             # DP-attention: the other ranks are statistically this rank (mean field); the pass waits for
             # the busiest rank's own work: its prefill excess is the largest of ndp draws of this rank's
             # recent excesses (over its decode-only work)
             t_dec = float(smodel.rank(d * (1 + spec) / pp, kv_read / pp, 0.0))
-            excess = float(smodel.rank(tokens / pp, kv_read / pp, pairs / pp)) - t_dec
+            excess = float(smodel.rank(tokens / pp, kv_read / pp, pairs / pp, logit_tokens / pp)) - t_dec
             hist[steps % hist.size] = excess
             hist_d[steps % hist.size] = d
             filled = min(steps + 1, hist.size)
@@ -249,7 +253,7 @@ def simulate(inst: Instance, wl: Workload, *, qps: float = 0.0, requests: int = 
                     padded_passes += 1
             t = (t_dec + worst + float(smodel.shared(shared_tokens / pp))) * pp + draft * d
         else:
-            t = float(smodel(tokens / pp, kv_read / pp, pairs / pp)) * pp + draft * d
+            t = float(smodel(tokens / pp, kv_read / pp, pairs / pp, logit_tokens / pp)) * pp + draft * d
         t *= time_scale
         now += t
         steps += 1
