@@ -148,3 +148,28 @@ def test_cli_estimate_warns_of_mixed_interleaved_chunks(capsys):
     assert code == 0 and "[warning] pipeline: 80 layers on pp 4 x vpp 8" in out and "--engine event" in out
     code, out, _ = run_cli(capsys, *args, "--vpp", "5")
     assert code == 0 and "[warning] pipeline:" not in out
+
+
+def test_torchtitan_tp_collectives_fp8_gather_and_sequence_dim_copy(cat):
+    """torchtitan's TP (DTensor SequenceParallel): each SP collective adds a chunk + cat copy of the whole
+    activation, and an FP8 (tensorwise) step all-gathers in FP8, so its TP time falls below the BF16 step's
+    while the reduce-scatters stay 16-bit."""
+    from dataclasses import replace
+
+    from clustertwin.workload.stacks import get_stack
+
+    m = get_model("llama3-70b")
+    tt = get_stack("torchtitan")
+    plain = replace(tt, tp_fp8_allgather=False, tp_seq_dim_copy=False)
+    kw = dict(tp=8, pp=1, dp=4, cp=1, ep=1, vpp=1, micro_batch=2, recompute=0, zero=3, global_batch=64, seq_len=8192)
+    fab = cat.fabric("roce-400g")
+    t = {}
+    for dtype in ("bf16", "fp8"):
+        hw = make_hardware(cat.system("hgx-h100"), fab, dtype)
+        for name, stack in (("tt", tt), ("plain", plain), ("copy", replace(plain, tp_seq_dim_copy=True))):
+            t[dtype, name] = float(stage_costs(m, hw, stack=stack, **kw)["tp_comm_fwd_s"])
+    assert t["bf16", "copy"] > t["bf16", "plain"]  # the copy costs HBM time
+    assert t["bf16", "tt"] == pytest.approx(t["bf16", "copy"])  # BF16: no FP8 gather
+    assert t["fp8", "plain"] == pytest.approx(t["bf16", "plain"])  # without the plan the gathers stay 16-bit
+    assert t["fp8", "tt"] < t["bf16", "tt"]  # FP8 gathers (and a smaller copy of the gathered output)
+    assert t["fp8", "tt"] > 0.5 * t["bf16", "tt"]  # the reduce-scatters stay 16-bit

@@ -148,6 +148,15 @@ class SoftwareStack:
     # sharded data parallelism (ZeRO 2/3) with MoE or with pipeline parallelism is code-supported but not
     # benchmark-validated by the framework: the source printed as a caveat; "" = no caveat
     fsdp_combination_caveat: str = ""
+    # FP8 (tensorwise) steps all-gather the sequence-parallel activations and output gradients in FP8 (torchao's
+    # Float8ColwiseParallel / Float8RowwiseParallel / PrepareFloat8ModuleInput, which torchtitan's TP plan uses for
+    # tensorwise Float8); the reduce-scatters stay 16-bit. False: every TP collective moves 16-bit elements
+    tp_fp8_allgather: bool = False
+    # the sequence-parallel all-gather / reduce-scatter run on the sequence dimension of a [batch, seq, hidden]
+    # tensor (DTensor Shard(1)), which PyTorch's functional collectives gather / scatter along dim 0 and re-lay
+    # with torch.cat(torch.chunk(...)) (_functional_collectives.py, gather_dim / scatter_dim != 0): one extra read
+    # and write of the whole gathered output / unscattered input per collective, on the compute stream
+    tp_seq_dim_copy: bool = False
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
@@ -170,7 +179,8 @@ class SoftwareStack:
                 "moe_experts_impl": self.moe_experts_impl,
                 "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
                 "zero_bucket_elements": self.zero_bucket_elements, "unpriced_ep_overlap": self.unpriced_ep_overlap,
-                "fsdp_combination_caveat": self.fsdp_combination_caveat}
+                "fsdp_combination_caveat": self.fsdp_combination_caveat,
+                "tp_fp8_allgather": self.tp_fp8_allgather, "tp_seq_dim_copy": self.tp_seq_dim_copy}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -441,8 +451,12 @@ register_stack(
         # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does
-        # not say it enabled async TP is modelled with the default.
-        tp_overlap=False, moe_experts_impl="grouped-mm",
+        # not say it enabled async TP is modelled with the default. Its TP plan is DTensor SequenceParallel on
+        # Shard(1) (torchtitan/models/llama3/infra/parallelize.py apply_tp), and with tensorwise Float8 it takes
+        # torchao's Float8 TP styles (enable_float8_tensorwise_tp; docs/float8.md: "float8 all-gather ... for TP
+        # (by default for Float8Linear)"); rowwise Float8 and MXFP8 keep the plain styles (the model reads
+        # precision fp8 as tensorwise, validation README)
+        tp_overlap=False, moe_experts_impl="grouped-mm", tp_fp8_allgather=True, tp_seq_dim_copy=True,
         # the LM head stays BF16 in every torchtitan low-precision recipe: through early 2025 the Float8 converter
         # hard-codes module_filter_fn=lambda mod, fqn: fqn != "output" (torchtitan/float8_linear.py, then
         # torchtitan/float8.py); later the filter is [float8] filter_fqns, which torchtitan's llama3

@@ -18,7 +18,8 @@ from its preset (workload/stacks.py): ``attn_speed`` (fused-attention kernel rat
 FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAttention or TE's cuDNN),
 ``cp_torch_ring`` (CP attention as PyTorch's context_parallel: per-chunk SDPA calls, FP32 merges), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
 sharded-DP implementation: ``fsdp_recompute_gather`` (the recompute forward gathers the parameters again,
-DeepSpeed ZeRO-3, any version) and ``fsdp_flat`` (gather rings cross the network on every hop).
+DeepSpeed ZeRO-3, any version) and ``fsdp_flat`` (gather rings cross the network on every hop); the TP
+collectives' ``tp_fp8_gather`` / ``tp_gather_copy`` (components/tp_comm.py).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class Stage:
     fsdp_flat: bool = False
     nvfp4_bf16_share: float = 0.0  # share of the layers an NVFP4 step runs in BF16 (stack nvfp4_bf16_layer_share)
     nvfp4_rht: bool = False  # NVFP4 wgrad operands through a random Hadamard transform (stack nvfp4_rht)
+    tp_fp8_gather: bool = False  # FP8 steps all-gather the TP activations in FP8 (stack tp_fp8_allgather)
+    tp_gather_copy: bool = False  # each SP collective adds a copy of the whole activation (stack tp_seq_dim_copy)
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
     sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
     act_bytes: float = 2.0  # bytes per activation / activation-gradient / gathered-weight element (4: TF32, FP32)
@@ -130,4 +133,6 @@ def _fields_of(stack) -> dict:
             "moe_einsum": getattr(stack, "moe_experts_impl", "te-grouped-linear") == "deepspeed-einsum",
             "fsdp_recompute_gather": stack.fsdp_impl in ("zero3-2021", "zero3"), "fsdp_flat": bool(stack.fsdp_flat_ring),
             "nvfp4_bf16_share": float(getattr(stack, "nvfp4_bf16_layer_share", 0.0)),
-            "nvfp4_rht": bool(getattr(stack, "nvfp4_rht", False))}
+            "nvfp4_rht": bool(getattr(stack, "nvfp4_rht", False)),
+            "tp_fp8_gather": bool(getattr(stack, "tp_fp8_allgather", False)),
+            "tp_gather_copy": bool(getattr(stack, "tp_seq_dim_copy", False))}
