@@ -127,14 +127,15 @@ def test_dp_attention_pass_waits_for_busiest_rank(catalog):
 def test_serving_uses_the_training_chip_efficiency_table(catalog):
     # the serving instance's kernel constants are the training op model's (sim.machine.make_hardware over
     # workload/data/efficiency.yaml); only the GEMM scale is the serving stack's own: engines.yaml `chips`
-    # (Hopper family) and each engine's `gemm_mamf_scale` (Blackwell family, fitted per engine)
+    # (Hopper family, and the AMD chips at their measured MAMF) and each engine's `gemm_mamf_scale` (Blackwell
+    # family, fitted per engine)
     from dataclasses import replace
 
     from clustertwin.serving import engines
     from clustertwin.sim.machine import make_hardware, mamf_for
 
     over = engines._table().get("chips") or {}
-    assert set(over) == {"h100-sxm", "h200", "h800"} and all(set(v) == {"gemm_mamf_scale"} for v in over.values())
+    assert set(over) == {"h100-sxm", "h200", "h800", "mi300x", "mi325x", "mi355x"} and all(set(v) == {"gemm_mamf_scale"} for v in over.values())
     for system, wd, eng in (("hgx-h100", "fp8", "trtllm"), ("hgx-b200", "nvfp4", "trtllm"), ("gb200-nvl72", "fp8", "sglang"),
                             ("gb200-nvl72", "nvfp4", "vllm"), ("mi300x-8", "fp8", "vllm")):
         inst = _inst(catalog, system=system, tp=8, weights_dtype=wd, kv_dtype="fp8", engine=eng)

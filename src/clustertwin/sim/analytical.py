@@ -454,11 +454,13 @@ def moe_assumptions(model: ModelSpec, hw: Hardware) -> list[str]:
 
 def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
     backend = resolve_stack(stack, catalog).attention_backend
+    rocm = hw.system.accelerator.vendor == "AMD"  # ROCm has no cuDNN; torch SDPA's flash backend is AOTriton there
     if backend == "cudnn":
-        return f"fused attention (TE cuDNN backend) at {hw.eff.attention_efficiency_cudnn:.2f} of BF16 peak"
+        lib = "TE fused attention, CK / AOTriton on ROCm" if rocm else "TE cuDNN backend"
+        return f"fused attention ({lib}) at {hw.eff.attention_efficiency_cudnn:.2f} of BF16 peak"
     if backend == "fa2":
-        return (f"fused attention (PyTorch SDPA FlashAttention-2 kernels) at {hw.eff.attention_efficiency_fa2:.2f} "
-                "of BF16 peak")
+        lib = "PyTorch SDPA, AOTriton on ROCm" if rocm else "PyTorch SDPA FlashAttention-2 kernels"
+        return f"fused attention ({lib}) at {hw.eff.attention_efficiency_fa2:.2f} of BF16 peak"
     return f"fused attention (FlashAttention) at {hw.eff.attention_efficiency:.2f} of BF16 peak"
 
 

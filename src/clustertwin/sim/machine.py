@@ -161,9 +161,21 @@ def with_dtype(hw: Hardware, dtype: str) -> Hardware:
 
 
 def uncalibrated_note(acc_id: str) -> str:
-    """"uncalibrated efficiency (assumed)" for a chip whose step efficiencies were never fitted to
-    measurements (not listed in workload/data/efficiency.yaml ``chips``), else ""."""
-    if acc_id in (efficiency_table().get("chips") or {}):
+    """The flag of a chip whose step efficiencies were not fitted to training runs, else "":
+    "uncalibrated efficiency (assumed)" where workload/data/efficiency.yaml has no ``chips`` entry for it (the
+    defaults are used), "sourced efficiency (not fitted)" where its entry holds published kernel measurements
+    but the chip is in no fitted ``gemm_mamf_scale`` group (no validation rows: the AMD Instinct chips)."""
+    table = efficiency_table()
+    chip = (table.get("chips") or {}).get(acc_id)
+    if chip is None:
+        return (f"uncalibrated efficiency (assumed): {acc_id} has no fitted step efficiencies; "
+                "the defaults of workload/data/efficiency.yaml are used")
+    groups = (((table.get("fitted") or {}).get("gemm_mamf_scale") or {}).get("groups") or {}).values()
+    if any(acc_id in members for members in groups):
         return ""
-    return (f"uncalibrated efficiency (assumed): {acc_id} has no fitted step efficiencies; "
-            "the defaults of workload/data/efficiency.yaml are used")
+    cfg = dict(table["defaults"], **chip)
+    return (f"sourced efficiency (not fitted): {acc_id} has no training rows to fit; its step efficiencies are "
+            f"published kernel measurements or transfers from them (workload/data/efficiency.yaml chips.{acc_id}: "
+            f"GEMMs at {float(cfg['gemm_mamf_scale']):g} x MAMF, fused attention at "
+            f"{float(cfg['attention_efficiency']):g} of the BF16 peak, element-wise kernels at "
+            f"{float(cfg['hbm_efficiency']):g} of HBM bandwidth)")
