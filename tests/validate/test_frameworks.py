@@ -261,10 +261,23 @@ def test_jax_frameworks_map_to_the_sharded_preset_with_their_assumption(name):
     ("MindSpeed-LLM", "mindspeed", "megatron-core"),
     ("pytorch-lightning", "pytorch-fsdp", "pytorch-fsdp"),  # Lightning's FSDPStrategy (difflib: 'torchtitan')
     ("easylm", "maxtext", "jax-xla"),
+    ("metaseq", "metaseq", "metaseq"),                   # OPT's FairScale FSDP + Megatron TP (difflib: meta-internal)
+    ("fairscale", "metaseq", "metaseq"),
 ])
 def test_frameworks_difflib_misplaced_have_entries(name, framework, stack):
     fw = stack_for_framework(name, "", sharded=True)
     assert (fw.framework, fw.stack.id) == (framework, stack) and "not in the framework table" not in fw.note
+
+
+def test_metaseq_is_the_2022_opt_stack_not_the_llama3_one():
+    """OPT-175B (metaseq, arXiv:2205.01068 Sec. 2.4) trained before FlashAttention, on Megatron-LM's 2021 TP: unfused
+    attention, no sequence parallelism, TP all-reduces between the GEMMs, FP16 reduce-scatter (assumed, said)."""
+    fw = stack_for_framework("metaseq", "2022")
+    st = fw.stack
+    assert fw.blank_zero_stage == 3 and st.fsdp_impl == "fsdp1"
+    assert not st.flash_attention and not st.sequence_parallel and not st.tp_overlap and not st.context_parallel
+    assert st.grad_reduce_bytes == 2 and "fp32_reduce_scatter" in fw.note
+    assert stack_for_framework("meta-internal", "2024").stack.flash_attention
 
 
 def test_blank_recompute_that_cannot_fit_takes_the_least_mode_that_fits(validation_dir):

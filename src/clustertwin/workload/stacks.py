@@ -286,6 +286,24 @@ register_stack(replace(
            "overlap_grad_reduce/overlap_param_gather=True, use_distributed_optimizer=True, "
            "use_megatron_fsdp for the FSDP recipes); docs/performance-summary.md",
 ))
+# Meta's metaseq (OPT, 2021-22): FairScale FullyShardedDataParallel over Megatron-LM (2021 mpu) tensor parallelism,
+# FP16 weights with dynamic loss scaling and FP32 Adam state sharded over the hosts (Zhang et al., 'OPT: Open
+# Pre-trained Transformer Language Models', arXiv:2205.01068 Sec. 2.4: "Fully Sharded Data Parallel ... with
+# Megatron-LM Tensor Parallelism", up to 147 TFLOP/s per GPU on 992 80GB A100). OPT-175B was trained before
+# FlashAttention (arXiv:2205.14135, 2022-05): Megatron's fused softmax, no fused attention; Megatron-LM's 2021 TP has
+# no sequence parallelism and runs its all-reduces between the GEMMs. ASSUMED: FairScale's default
+# fp32_reduce_scatter = False, so the gradient reduce-scatter runs in FP16 (2 B)
+register_stack(replace(
+    STACKS.get("pytorch-fsdp"),
+    id="metaseq",
+    description="metaseq (OPT, 2021-22): FairScale FSDP + Megatron-LM 2021 tensor parallelism, FP16 weights and "
+                "gradient reduce-scatter, unfused attention, no sequence or context parallelism",
+    source="Zhang et al., OPT, arXiv:2205.01068 Sec. 2.4 (FSDP with Megatron-LM tensor parallelism, FP16 weights, "
+           "FP32 Adam state sharded); FlashAttention came later (arXiv:2205.14135); grad_reduce_bytes 2 is an "
+           "ASSUMPTION (FairScale FSDP fp32_reduce_scatter default False)",
+    flash_attention=False, grad_reduce_bytes=2, recompute=("none", "full"), sequence_parallel=False,
+    tp_overlap=False, context_parallel=False, uneven_pipeline=False,
+))
 # JAX / XLA SPMD training (MaxText, Pax / praxis, the NVIDIA JAX-Toolbox containers): parameters, gradients and
 # optimizer state sharded over the fsdp / data mesh axis, XLA all-gathering each layer's weights before use and
 # reduce-scattering its gradients, its latency-hiding scheduler running them beside the compute. Two things differ
