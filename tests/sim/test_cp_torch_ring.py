@@ -42,7 +42,7 @@ def test_torch_ring_adds_fp32_merges_per_step(catalog):
         # the FLOPs are the same causal share; the ring adds c x 10 B per output element (forward) and per
         # dQ + dK,dV element (backward) of FP32 accumulation, plus the shorter per-call KV length s/c
         out = 32768.0 * 32 * 128
-        kv = 32768.0 * 8 * 256
+        kv = 32768.0 * 32 * 256  # torchtitan repeats the 8 KV heads to the 32 query heads before SDPA
         merge_f = float(mem_time(st.hw, cp * 10.0 * out, 2.0 * (cp - 1) + 1.0))
         merge_b = float(mem_time(st.hw, cp * 10.0 * (out + kv), 4.0 * (cp - 1) + 1.0))
         s, h, kern = 32768.0 * cp, st.hw.eff.attention_seq_half, st.hw.eff.kernel_overhead_s
@@ -65,3 +65,20 @@ def test_torch_ring_merges_cost_more_than_te_ring(catalog):
         b = attention.core(_stage(catalog, tt, cp, cp_comm="p2p"))
         assert float(b.fwd_s) > float(a.fwd_s) and float(b.bwd_s) > float(a.bwd_s)
         assert float(a.fwd_s) > cp * float(base.fwd_s) * 0.99  # the causal work grows with s = c x 32K
+
+
+def test_torchtitan_cp_exchanges_the_repeated_kv_heads(catalog):
+    """torchtitan's llama3 Attention repeats the KV heads to the query heads before SDPA (stack sdpa_repeat_kv),
+    so PyTorch's context_parallel all-gathers and rotates n_heads / n_kv_heads (here 4) times the GQA K,V."""
+    from clustertwin.sim.components.cp_comm import cp_comm
+
+    tt = get_stack("torchtitan")
+    gqa = replace(tt, sdpa_repeat_kv=False)
+    assert tt.sdpa_repeat_kv and get_stack("torchtitan-2024").sdpa_repeat_kv
+    st_r, st_g = _stage(catalog, tt, 4), _stage(catalog, gqa, 4)
+    assert float(attention.kv_elems_per_token(st_r)) == pytest.approx(4 * float(attention.kv_elems_per_token(st_g)))
+    (fr, br, _), (fg, bg, _) = cp_comm(st_r), cp_comm(st_g)
+    assert float(fr) > float(fg) and float(br) > float(bg)
+    # nothing changes without CP
+    a, b = attention.core(_stage(catalog, tt, 1)), attention.core(_stage(catalog, gqa, 1))
+    assert np.allclose(a.bwd_s, b.bwd_s)

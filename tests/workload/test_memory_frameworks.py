@@ -201,10 +201,16 @@ def test_torch_ring_cp_backward_buffers():
               recompute_code=2, dtype="fp8")
     ring = memory_per_gpu(m, stack=tt, **kw)["total"]
     fused = memory_per_gpu(m, stack=replace(tt, cp_attention="fused"), **kw)["total"]
-    gap = float(cp_ring_backward_bytes(m, 262144, 1, 1, 8)) - float(backward_transient_bytes(m, 262144, 1, 1, 8))
+    # torchtitan repeats the KV heads before SDPA (stack sdpa_repeat_kv): the ring buffers hold K,V per query head
+    assert tt.sdpa_repeat_kv
+    rep = float(cp_ring_backward_bytes(m, 262144, 1, 1, 8, repeat_kv=True))
+    assert rep == pytest.approx(8 * 4 * kv * 2 + 2 * 4 * q + 3 * 4 * 4 * kv + 2 * (q + 4 * kv))  # n_rep 32 / 8
+    gap = rep - float(backward_transient_bytes(m, 262144, 1, 1, 8))
     assert gap > 0  # at CP 8 the ring buffers outgrow the MLP backward's gradients
     assert float(ring - fused) == pytest.approx(gap)
-    # at CP 2 the MLP backward binds: no change
+    # at CP 2 the MLP backward binds the GQA-sized ring buffers (no change); torchtitan's repeated K,V outgrow it
     kw.update(seq_len=65536, cp=2)
-    assert float(memory_per_gpu(m, stack=tt, **kw)["total"]) == pytest.approx(
-        float(memory_per_gpu(m, stack=replace(tt, cp_attention="fused"), **kw)["total"]))
+    gqa = replace(tt, sdpa_repeat_kv=False)
+    fused_cp2 = float(memory_per_gpu(m, stack=replace(gqa, cp_attention="fused"), **kw)["total"])
+    assert float(memory_per_gpu(m, stack=gqa, **kw)["total"]) == pytest.approx(fused_cp2)
+    assert float(memory_per_gpu(m, stack=tt, **kw)["total"]) > fused_cp2

@@ -218,7 +218,8 @@ def _transient_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes)
     return float(elem_bytes) * per_tok * tok / np.asarray(tp, dtype=float)
 
 
-def cp_ring_backward_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes: float = 2.0):
+def cp_ring_backward_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_bytes: float = 2.0,
+                           repeat_kv: bool = False):
     """Buffers one layer's attention backward holds under PyTorch's ``context_parallel`` (stack ``cp_attention:
     torch-ring``), bytes per micro-batch (arrays; 0 where cp = 1). From
     ``torch/distributed/tensor/experimental/_attention.py`` ``_templated_ring_attention_backward`` with the
@@ -229,14 +230,16 @@ def cp_ring_backward_bytes(model: ModelSpec, seq_len, micro_batch, tp, cp, elem_
     ``torch.cat`` sent by ``_AllToAllRotater`` and the one being received: 3 x 4 B x (k + v)) and one step's
     SDPA-backward gradients (activation dtype, q + k + v). q, k, v = local tokens (s/cp x b) x heads x head
     width on the TP rank (KV heads at least one per rank). Forward-only buffers (the same K,V all-gather, the
-    FP32 output/LSE merger) are smaller and freed when the layer's forward returns: not counted."""
+    FP32 output/LSE merger) are smaller and freed when the layer's forward returns: not counted. ``repeat_kv``: the
+    model expanded K,V to one head per query head before SDPA (stack ``sdpa_repeat_kv``, torchtitan), so k, v
+    count the query heads."""
     cp_f = np.asarray(cp, dtype=float)
     tp_f = np.asarray(tp, dtype=float)
     tok = np.asarray(seq_len, dtype=float) / cp_f * np.asarray(micro_batch, dtype=float)
     a, g = float(model.num_attention_heads), float(model.num_kv_heads)
     dq, dv = float(model.qk_head_dim), float(model.v_dim)
     q = tok * a * dq / tp_f
-    kv_heads = a if model.is_mla else g  # MLA: K,V after the up-projection, one per query head
+    kv_heads = a if (model.is_mla or repeat_kv) else g  # MLA: K,V after the up-projection, one per query head
     kv = tok * np.maximum(kv_heads / tp_f, 1.0) * (dq + dv)  # K + V elements
     e = float(elem_bytes)
     out = cp_f * kv * e + 2.0 * 4.0 * q + 3.0 * 4.0 * kv + e * (q + kv)
@@ -651,7 +654,8 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         # PyTorch's ring attention backward runs after the layer's MLP backward has freed its gradients: the
         # larger of the two sequential transients sets the peak (an upper bound: the MLP's saved inputs are
         # still counted in ``stored``/``working`` while the attention backward runs)
-        bwd = np.maximum(bwd, cp_ring_backward_bytes(model, seq_len, micro_batch, tp, cp, 4.0 if wide else ACT_BYTES))
+        bwd = np.maximum(bwd, cp_ring_backward_bytes(model, seq_len, micro_batch, tp, cp, 4.0 if wide else ACT_BYTES,
+                                                     repeat_kv=bool(getattr(stack, "sdpa_repeat_kv", False))))
     extra = extra + bwd
     acts_first = stored * first + extra
     acts_last = stored * last + extra

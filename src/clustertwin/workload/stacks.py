@@ -157,6 +157,11 @@ class SoftwareStack:
     # with torch.cat(torch.chunk(...)) (_functional_collectives.py, gather_dim / scatter_dim != 0): one extra read
     # and write of the whole gathered output / unscattered input per collective, on the compute stream
     tp_seq_dim_copy: bool = False
+    # the model code expands the grouped K,V heads to one per query head before the attention call
+    # (torchtitan's llama3 Attention: repeat_kv(xk, n_rep) / repeat_kv(xv, n_rep), then SDPA), so whatever
+    # handles the attention inputs - PyTorch's context_parallel K,V all-gather, its FP32 dK,dV accumulators and
+    # rotation - carries n_heads / n_kv_heads times the GQA volume
+    sdpa_repeat_kv: bool = False
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
@@ -180,7 +185,8 @@ class SoftwareStack:
                 "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
                 "zero_bucket_elements": self.zero_bucket_elements, "unpriced_ep_overlap": self.unpriced_ep_overlap,
                 "fsdp_combination_caveat": self.fsdp_combination_caveat,
-                "tp_fp8_allgather": self.tp_fp8_allgather, "tp_seq_dim_copy": self.tp_seq_dim_copy}
+                "tp_fp8_allgather": self.tp_fp8_allgather, "tp_seq_dim_copy": self.tp_seq_dim_copy,
+                "sdpa_repeat_kv": self.sdpa_repeat_kv}
 
 
 DEFAULT_STACK = "megatron-core"
@@ -475,6 +481,10 @@ register_stack(
         # (by default for Float8Linear)"); rowwise Float8 and MXFP8 keep the plain styles (the model reads
         # precision fp8 as tensorwise, validation README)
         tp_overlap=False, moe_experts_impl="grouped-mm", tp_fp8_allgather=True, tp_seq_dim_copy=True,
+        # Attention.forward repeats the K,V heads before SDPA (torchtitan/models/llama/model.py @9dec370 and
+        # torchtitan/models/llama3/model/model.py through 2025: "repeat k/v heads if n_kv_heads < n_heads");
+        # torchtitan-2026 inherits it (ASSUMPTION: its common attention module was not read)
+        sdpa_repeat_kv=True,
         # the LM head stays BF16 in every torchtitan low-precision recipe: through early 2025 the Float8 converter
         # hard-codes module_filter_fn=lambda mod, fqn: fqn != "output" (torchtitan/float8_linear.py, then
         # torchtitan/float8.py); later the filter is [float8] filter_fqns, which torchtitan's llama3

@@ -4,7 +4,8 @@ attention core (fused FlashAttention, with the CP ring merge, or unfused batched
 Interface:
 * ``projections(st) -> (fwd_s, bwd_s)``: QKV and output-projection GEMMs after the TP split (MLA:
   the q/kv down- and up-projections; column-parallel up-projections, row-parallel output).
-* ``kv_elems_per_token(st)``: K and V elements per token on this rank (what CP exchanges).
+* ``kv_elems_per_token(st)``: K and V elements per token on this rank (what CP exchanges; one head per query
+  head where the model repeats the KV heads before the attention call, ``st.kv_repeat``).
 * ``core(st) -> AttentionCore``: the core's forward/backward time and, unfused, the score-matrix
   element-wise kernels (``mem_fwd_s``/``mem_bwd_s``; zero when fused).
 
@@ -82,6 +83,8 @@ def kv_elems_per_token(st: Stage):
     dq, dv = float(model.qk_head_dim), float(model.v_dim)
     if model.is_mla:
         return a * (dq + dv) / t  # K and V per token after up-projection
+    if st.kv_repeat:  # the model expanded K,V to the query heads before the attention call (stack sdpa_repeat_kv)
+        return a / t * (dq + dv)
     return np.maximum(g / t, 1.0) * (dq + dv)
 
 

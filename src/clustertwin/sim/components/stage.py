@@ -19,7 +19,8 @@ FA2-class efficiency), ``attn_backend`` (the fused-attention library: FlashAtten
 ``cp_torch_ring`` (CP attention as PyTorch's context_parallel: per-chunk SDPA calls, FP32 merges), ``sel_half`` (selective recompute = half of the forward, torchtitan), and the
 sharded-DP implementation: ``fsdp_recompute_gather`` (the recompute forward gathers the parameters again,
 DeepSpeed ZeRO-3, any version) and ``fsdp_flat`` (gather rings cross the network on every hop); the TP
-collectives' ``tp_fp8_gather`` / ``tp_gather_copy`` (components/tp_comm.py).
+collectives' ``tp_fp8_gather`` / ``tp_gather_copy`` (components/tp_comm.py); ``kv_repeat`` (K,V repeated to the
+query heads before attention: what CP exchanges and accumulates, components/attention.py).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Stage:
     nvfp4_rht: bool = False  # NVFP4 wgrad operands through a random Hadamard transform (stack nvfp4_rht)
     tp_fp8_gather: bool = False  # FP8 steps all-gather the TP activations in FP8 (stack tp_fp8_allgather)
     tp_gather_copy: bool = False  # each SP collective adds a copy of the whole activation (stack tp_seq_dim_copy)
+    kv_repeat: bool = False  # K,V expanded to one head per query head before attention (stack sdpa_repeat_kv)
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
     sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
     act_bytes: float = 2.0  # bytes per activation / activation-gradient / gathered-weight element (4: TF32, FP32)
@@ -135,4 +137,5 @@ def _fields_of(stack) -> dict:
             "nvfp4_bf16_share": float(getattr(stack, "nvfp4_bf16_layer_share", 0.0)),
             "nvfp4_rht": bool(getattr(stack, "nvfp4_rht", False)),
             "tp_fp8_gather": bool(getattr(stack, "tp_fp8_allgather", False)),
-            "tp_gather_copy": bool(getattr(stack, "tp_seq_dim_copy", False))}
+            "tp_gather_copy": bool(getattr(stack, "tp_seq_dim_copy", False)),
+            "kv_repeat": bool(getattr(stack, "sdpa_repeat_kv", False))}
