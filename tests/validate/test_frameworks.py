@@ -211,7 +211,7 @@ def test_cross_validation_linear_moe_stall(validation_dir):
     # Megatron-LM from 2023 (and its release tags, which name no date) runs on Megatron-Core, with its own
     # FP32 gradient default (the megatron-lm preset)
     ("megatron-lm", "2023", "megatron-lm"), ("megatron-lm", "core_r0.9.0", "megatron-lm"),
-    ("megatron-lm", "2022-11", "megatron-lm-2022"), ("megatron-deepspeed", "2022", "megatron-lm-2022"),
+    ("megatron-lm", "2022-11", "megatron-lm-2022"), ("megatron-deepspeed", "2022", "megatron-deepspeed"),
     # DeepSpeed after the SC'21 comparison: FlashAttention models, overlapped prefetching ZeRO-3
     ("deepspeed", "0.14.2", "deepspeed"), ("deepspeed", "2023", "deepspeed"),
     ("megatron-bridge", "25.09", "megatron-bridge"), ("torchtitan", "2024.12", "torchtitan-2024"),
@@ -334,3 +334,14 @@ def test_megatron_lm_scripts_keep_fp32_gradients():
     g = {fw: _estimate_row(dict(row, framework=fw), cat, "analytical").memory_breakdown_gb["gradients"]
          for fw in ("megatron-lm", "megatron-core")}
     assert g["megatron-lm"] == pytest.approx(2 * g["megatron-core"], rel=1e-6)  # 4 B vs 2 B per parameter
+
+
+def test_megatron_deepspeed_offers_zero_1_with_its_pipeline_not_zero_2_or_3():
+    """DeepSpeed's PipelineEngine refuses ZeRO 2 / 3 (deepspeed/runtime/pipe/engine.py); BLOOM-176B ran ZeRO-1 with
+    TP 4 x PP 12 (arXiv:2211.05100 Sec. 3.4): the megatron-deepspeed preset is megatron-lm-2022 with ZeRO 0 / 1."""
+    fw = stack_for_framework("megatron-deepspeed", "2022")
+    base = stack_for_framework("megatron-lm", "2022").stack
+    assert fw.stack.id == "megatron-deepspeed" and fw.stack.zero_stages == (0, 1) and base.zero_stages == (0,)
+    assert (fw.stack.flash_attention, fw.stack.overlap, fw.stack.grad_reduce_bytes) == (
+        base.flash_attention, base.overlap, base.grad_reduce_bytes)
+    assert "megatron-deepspeed preset" in fw.note

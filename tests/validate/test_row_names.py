@@ -138,7 +138,7 @@ def test_precision_alias_row_is_modelled_and_unsupported_precisions_say_why(h100
 
 
 @pytest.mark.parametrize(("framework", "said"), [
-    ("megatron-deepspeed", "outside the megatron-lm-2022 preset"), ("pytorch-fsdp", "outside the pytorch-fsdp preset"),
+    ("pytorch-fsdp", "outside the pytorch-fsdp preset"),
     ("nanotron", "nanotron modelled with the megatron-core preset"),
 ])
 def test_a_layout_the_run_used_is_modelled_as_published(h100, framework, said):

@@ -260,6 +260,22 @@ register_stack(replace(
            "arXiv:2205.05198 Sec. 4-5",
     recompute=("none", "selective", "full"), sequence_parallel=True,
 ))
+# Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed, BigScience's fork for BLOOM): the Megatron-LM 2021/22 model code
+# and tensor parallelism (megatron-lm-2022), DeepSpeed's PipelineEngine for pipeline parallelism and DeepSpeed ZeRO
+# for data parallelism. With a pipeline DeepSpeed refuses ZeRO 2 and 3 (deepspeed/runtime/pipe/engine.py:
+# "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"); BLOOM-176B ran ZeRO stage 1 with TP 4 x PP 12
+# (Le Scao et al. arXiv:2211.05100 Sec. 3.4), so the preset offers ZeRO 0 and 1. MoE layers are DeepSpeed-MoE's
+# (--num-experts builds deepspeed.moe.layer.MoE), as megatron-lm-2021 already says
+register_stack(replace(
+    _MEGATRON_LM_2021,
+    id="megatron-deepspeed",
+    description="Megatron-DeepSpeed (2021-22): the megatron-lm-2022 settings (no FlashAttention, no communication "
+                "overlap, FP32 gradient all-reduce) with DeepSpeed's pipeline engine and ZeRO-1 data parallelism",
+    source="microsoft/Megatron-DeepSpeed; deepspeed/runtime/pipe/engine.py (ZeRO-2/3 incompatible with pipeline "
+           "parallelism); BLOOM-176B, Le Scao et al. arXiv:2211.05100 Sec. 3.4 (ZeRO stage 1, TP 4, PP 12); "
+           "Smith et al. MT-NLG arXiv:2201.11990 Sec. 2-3 (TP 8 x PP 35 on DeepSpeed's pipeline, 1F1B)",
+    recompute=("none", "selective", "full"), sequence_parallel=False, zero_stages=(0, 1),
+))
 register_stack(
     SoftwareStack(
         id="pytorch-fsdp",
