@@ -41,6 +41,9 @@ class EnginePreset:
     # DP-attention decode passes replay CUDA graphs captured at these per-rank batch sizes (ascending), a
     # decode-only pass padded up to the next one (engines.yaml adp_graph_batch_sizes); (): not modelled
     adp_graph_batch_sizes: tuple[int, ...] = ()
+    # the stack places experts with an expert-parallel load balancer (EPLB: redundant experts, placement from
+    # the observed load), which removes most of the hot-expert spread of the EP ranks' load (engines.yaml eplb)
+    eplb: bool = False
     # fused-attention kernels the stack runs, per chip: executed FLOP/s / dense peak (prefill / GQA-MHA
     # decode) and of the absorbed MLA decode kernel; a chip not listed keeps its training value
     attention_efficiency: dict[str, float] = field(default_factory=dict)
@@ -85,6 +88,7 @@ def get_engine(name: str) -> EnginePreset:
         default_max_batch=int(d["default_max_batch"]), mixes_whole_prompts=bool(d.get("mixes_whole_prompts", True)),
         kv_memory_basis=_basis(key, d.get("kv_memory_basis", "free")),
         default_spec_tokens=int(d.get("default_spec_tokens", 0)), default_acceptance=float(d.get("default_acceptance", 0.0)),
+        eplb=bool(d.get("eplb", False)),
         adp_graph_batch_sizes=tuple(sorted(int(x) for x in (d.get("adp_graph_batch_sizes") or ()))),
         attention_efficiency={k: float(v) for k, v in (d.get("attention_efficiency") or {}).items()},
         mla_decode_efficiency={k: float(v) for k, v in (d.get("mla_decode_efficiency") or {}).items()},

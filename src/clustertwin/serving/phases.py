@@ -15,8 +15,9 @@ the batch grows; prefill is compute-bound. What serving adds (docs/serving.md):
   computes ``2 a L_kv (2 r_kv + d_rope)`` FLOPs per token and layer, whichever is slower; prefill attention
   is ``2 a (d_qk + d_v)`` FLOPs per query-key pair (causal) at the fused-attention efficiency of the chip.
 * MoE: tokens routed top-k, the expected number of distinct experts touched (each active expert's weights
-  are read once per step), the busiest GPU's token load under random routing (binomial, mean + z sigma
-  with z = sqrt(2 ln EP)), dispatch (FP8) / combine (BF16) all-to-all over the EP group.
+  are read once per step), the busiest GPU's token load (mean + z sigma with z = sqrt(2 ln EP); sigma: the
+  binomial spread of random routing plus the model's measured hot-expert spread, ``routing_rank_cv``),
+  dispatch (FP8) / combine (BF16) all-to-all over the EP group (the busiest rank's bytes).
 * DP-attention: attention (and dense layers) data-parallel, each rank its own batch; experts shared.
 
 Units: seconds, bytes, FLOPs. All functions broadcast over numpy arrays of token counts.
@@ -331,6 +332,25 @@ def build_instance(model: ModelSpec, system: SystemSpec, scaleout: ScaleOutTech,
     )
 
 
+# share of the EP ranks' hot-expert load spread an expert-parallel load balancer leaves: std of the routed
+# tokens per rank with / without EPLB, 52.0 / 491.6 (DeepSeek-R1 decode, 32 GB200, EP32, 9 vs 8 slots per
+# rank; TensorRT-LLM tech blog 4 "Scaling Expert Parallelism", Table 1); ASSUMED the same at other EP sizes
+EPLB_RESIDUAL = 52.0 / 491.6
+
+
+def routing_rank_cv(m: ModelSpec, ep: int, engine: EnginePreset) -> float:
+    """Coefficient of variation of the EP ranks' routed-token load from the real router's hot experts: the
+    experts' load CV (``ModelSpec.moe_expert_load_cv``, measured per model) over the ``E / ep`` experts a rank
+    holds (sum of independent loads, static placement: cv / sqrt(E / ep)), times ``EPLB_RESIDUAL`` where the
+    engine balances expert placement. Check: DeepSeek-R1 at EP32 gives 1.28 / sqrt(8) = 0.45 against the
+    0.48 per-rank CV that the same table measures (491.6 / 1024). 0 for a model without a measured CV."""
+    cv = float(m.moe_expert_load_cv or 0.0)
+    if cv <= 0.0 or ep <= 1 or not m.num_experts:
+        return 0.0
+    per_rank = max(1.0, m.num_experts / ep)
+    return cv / math.sqrt(per_rank) * (EPLB_RESIDUAL if engine.eplb else 1.0)
+
+
 def _gemm(hw: Hardware, M, N, K, batch=1.0, *, in_bytes: float = 2.0):
     """``gemm_time`` with split-K for skinny (decode) GEMMs: when the output tiles cannot fill the SMs,
     serving kernels split K into ``s`` slices (s partial GEMMs of K/s, CUTLASS split-K / stream-K), so
@@ -455,7 +475,9 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
         active = e_loc * (1.0 - np.power(1.0 - k / E, tok_inst))  # distinct local experts hit this pass
         mean_load = slots / ep
         z = math.sqrt(2.0 * math.log(ep)) if ep > 1 else 0.0
-        load = mean_load + z * np.sqrt(mean_load * (1.0 - 1.0 / ep))  # busiest GPU (binomial routing)
+        cv_rank = routing_rank_cv(m, int(ep), eng)
+        # busiest GPU: binomial spread of random routing plus the real router's hot-expert spread
+        load = mean_load + z * np.sqrt(mean_load * (1.0 - 1.0 / ep) + (cv_rank * mean_load) ** 2)
         m_exp = load / np.maximum(active, 1e-9)
         moe = (_gemm(hw, m_exp, mats * fe / etp, h, active, in_bytes=wb)
                + _gemm(hw, m_exp, h, fe / etp, active, in_bytes=wb))
@@ -467,7 +489,9 @@ def _step_costs(inst: Instance, tokens, kv_read_tokens, prefill_pairs, logit_tok
         if inst.attn_dp > 1 or ep > t:
             # tokens leave their attention rank: dispatch (FP8) + combine (BF16) all-to-all over EP
             r_ep = ranks_per_domain(ep, etp, hw.domain)
-            per_rank = n * k / t * h  # elements one GPU sends
+            # elements one GPU sends; the busiest rank receives (dispatch) and returns (combine) 1 + z cv_rank
+            # times the mean (hot experts), which bounds the collective
+            per_rank = n * k / t * h * (1.0 + z * cv_rank)
             disp = collective_time(ALL_TO_ALL, per_rank * 1.0, ep, r_ep, hw)
             comb = collective_time(ALL_TO_ALL, per_rank * 2.0, ep, r_ep, hw)
             ep_comm = disp + comb

@@ -85,6 +85,10 @@ class ModelSpec:
     # apply_moe_token_drop defaults 1.0 / True): static expert shapes, so the alltoall dispatcher never syncs
     # with the host (sim/components/moe.py host_idle); False = dropless (the benchmark default)
     moe_token_drop: bool = False
+    # serving (serving/phases.py): coefficient of variation of the routed-token load over the experts of one
+    # MoE layer under the model's real router (hot experts), as measured on a serving workload; 0 = not
+    # measured (routing modelled as random: binomial spread only)
+    moe_expert_load_cv: float = 0.0
     source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
