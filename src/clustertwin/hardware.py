@@ -131,6 +131,8 @@ class SystemSpec:
     frontend_nics_per_host: int = 0  # front-end / storage network NICs (third network layer)
     frontend_nic_bw: float | None = None  # bytes/s per direction per front-end NIC
     cpus_per_host: int = 2
+    devices_per_socket: int = 0  # PCIe: devices behind one CPU socket; 0 = no socket split
+    inter_socket_bw: float | None = None  # bytes/s per direction of the inter-socket (UPI/xGMI) link
     scaleup_switches_per_domain: int = 0
     supported_domain_sizes: tuple[int, ...] = ()  # partitions a user may ask for (empty: only full)
     host_power_w: float | None = None  # everything in a host except the accelerators

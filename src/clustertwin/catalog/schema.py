@@ -204,7 +204,7 @@ class ScaleOutIn(_Entry):
 class SystemIn(_Entry):
     SPEC_NAMES: ClassVar[dict[str, str]] = {
         "scaleup_gbps_per_device_uni": "scaleup_bw_per_device", "nic_gbps": "nic_bw",
-        "frontend_nic_gbps": "frontend_nic_bw",
+        "frontend_nic_gbps": "frontend_nic_bw", "inter_socket_gbps_uni": "inter_socket_bw",
     }
     accelerator: str
     scaleup: str
@@ -218,6 +218,12 @@ class SystemIn(_Entry):
     frontend_nic_gbps: PositiveFloat | None = None
     default_scaleout: str
     cpus_per_host: int = Field(default=2, ge=0)
+    devices_per_socket: int = Field(
+        default=0, ge=0, description="PCIe systems: devices behind one CPU socket (0 = no socket split)"
+    )
+    inter_socket_gbps_uni: PositiveFloat | None = Field(
+        default=None, description="GB/s per direction of the CPU inter-socket link GPU traffic crosses (NCCL topo.h)"
+    )
     scaleup_switches_per_domain: int = Field(default=0, ge=0)
     supported_domain_sizes: list[PositiveInt] = Field(default_factory=list)
     host_power_w: PositiveFloat | None = None
@@ -275,6 +281,8 @@ class SystemIn(_Entry):
                              if self.frontend_nic_gbps is not None else None),
             default_scaleout=self.default_scaleout,
             cpus_per_host=self.cpus_per_host,
+            devices_per_socket=self.devices_per_socket,
+            inter_socket_bw=(self.inter_socket_gbps_uni * units.GB) if self.inter_socket_gbps_uni is not None else None,
             scaleup_switches_per_domain=self.scaleup_switches_per_domain,
             supported_domain_sizes=tuple(self.supported_domain_sizes),
             host_power_w=self.host_power_w,

@@ -57,6 +57,11 @@ def _bw_up(P: CollectiveParams, g=None):
     b = P.scaleup_busbw
     if P.full_mesh and g is not None and P.devices_per_domain > 1:
         return b * np.minimum(1.0, np.maximum(g - 1.0, 1.0) / (P.devices_per_domain - 1.0))
+    if P.socket_devices > 0 and g is not None:
+        # PCIe host with two sockets: a group larger than one socket's devices crosses the CPU
+        # inter-socket link once each way; every channel's ring shares it (NCCL topo.cc
+        # ncclTopoConnectCpus / ncclTopoGetInterCpuBw: LINK_SYS at the CPU's QPI/UPI/xGMI bandwidth).
+        b = np.where(np.asarray(g) > P.socket_devices, np.minimum(b, P.inter_socket_bw), b)
     return b
 
 

@@ -132,6 +132,10 @@ class CollectiveParams:
     # RCCL: single-node protocol by size, op -> (LL max bytes, LL128 max bytes); None = NCCL's tuner choice
     protocol_ranges: Any = None
     tree_correction: Any = None  # np.ndarray (3 protocols, 23 sizes): NCCL treeCorrectionFactor
+    # PCIe host with two CPU sockets: a group of more than ``socket_devices`` ranks crosses the
+    # inter-socket link (UPI / xGMI), which bounds its bus bandwidth (0 / inf = no split)
+    socket_devices: int = 0
+    inter_socket_bw: float = float("inf")
     sources: tuple[str, ...] = ()
 
     @property
@@ -267,5 +271,7 @@ def resolve_params(system: SystemSpec, scaleout: ScaleOutTech, catalog: Any = No
         protocol_ranges={op: (float(v[0]), float(v[1])) for op, v in (lib.get("protocol_ranges_bytes") or {}).items()}
         or None,
         tree_max_bw_per_channel=_gbps3(_arch_key(arch, t["tree_max_bw_per_channel_GBps"])),
+        socket_devices=int(system.devices_per_socket) if system.inter_socket_bw else 0,
+        inter_socket_bw=float(system.inter_socket_bw) if system.inter_socket_bw else float("inf"),
         sources=tuple(str(s) for s in (_tech_note(system.scaleup.id), entry.get("source")) if s),
     )
