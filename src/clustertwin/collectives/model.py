@@ -61,7 +61,7 @@ def _bw_up(P: CollectiveParams, g=None):
         # PCIe host with two sockets: a group larger than one socket's devices crosses the CPU
         # inter-socket link once each way; every channel's ring shares it (NCCL topo.cc
         # ncclTopoConnectCpus / ncclTopoGetInterCpuBw: LINK_SYS at the CPU's QPI/UPI/xGMI bandwidth).
-        b = np.where(np.asarray(g) > P.socket_devices, np.minimum(b, P.inter_socket_bw), b)
+        return np.where(np.asarray(g) > P.socket_devices, min(b, P.inter_socket_bw), b)
     return b
 
 
