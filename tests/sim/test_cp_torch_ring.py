@@ -82,3 +82,54 @@ def test_torchtitan_cp_exchanges_the_repeated_kv_heads(catalog):
     # nothing changes without CP
     a, b = attention.core(_stage(catalog, tt, 1)), attention.core(_stage(catalog, gqa, 1))
     assert np.allclose(a.bwd_s, b.bwd_s)
+
+
+def _stage_nodes(cat, stack, cp, cp_comm="allgather", tp=8):
+    """Llama 3 8B with TP 8 inside the host, so the CP ranks sit on different hosts (scale-out)."""
+    s = cat.system("hgx-h100")
+    hw = make_hardware(s, cat.fabric(s.default_scaleout), "bf16", cat)
+    return stage_inputs(LLAMA8B, hw, tp=tp, pp=1, dp=1, cp=cp, ep=1, micro_batch=1, recompute=2, zero=3,
+                        global_batch=1, seq_len=32768 * cp, cp_comm=cp_comm, stack=stack)
+
+
+def test_torch_ring_waits_follow_the_ring_loop(catalog):
+    """_templated_ring_attention: the K,V all-gather is waited for after step 0's SDPA (1/c of the pass), the
+    last FP32 dK,dV hop of the backward after the loop; every other dK,dV hop hides behind one step."""
+    from clustertwin.sim.comm import ALL_GATHER, SEND_RECV, collective_time
+    from clustertwin.sim.components.cp_comm import torch_ring_waits
+
+    tt = get_stack("torchtitan")
+    for cp in (2, 4, 8):
+        st = _stage_nodes(catalog, tt, cp)
+        kv_bytes = 32768.0 * float(attention.kv_elems_per_token(st)) * 2.0
+        ag = float(collective_time(ALL_GATHER, kv_bytes * cp, cp, 1.0, st.hw))
+        hop32 = float(collective_time(SEND_RECV, kv_bytes * 2.0, 2.0, 1.0, st.hw))
+        for attn_f, attn_b in ((1e-3, 2.5e-3), (10.0, 25.0)):
+            wf, wb = torch_ring_waits(st, attn_f, attn_b)
+            step_b = attn_b / cp
+            assert float(wf) == pytest.approx(max(0.0, ag - attn_f / cp))
+            assert float(wb) == pytest.approx(max(0.0, ag - step_b) + hop32 + (cp - 2) * max(0.0, hop32 - step_b))
+        # a long enough attention hides all but the last dK,dV hop
+        assert float(torch_ring_waits(st, 10.0, 25.0)[1]) == pytest.approx(hop32)
+    # no CP: no waits
+    st1 = _stage_nodes(catalog, tt, 1)
+    assert float(torch_ring_waits(st1, 1.0, 2.5)[0]) == 0.0 and float(torch_ring_waits(st1, 1.0, 2.5)[1]) == 0.0
+
+
+def test_torch_ring_waits_are_on_the_compute_stream(catalog):
+    """The stage's attention time of a torch-ring stack includes the waits (and a full recompute re-runs the
+    forward loop); a TE-ring stack hides the same exchange behind the whole attention core."""
+    from clustertwin.sim.components.cp_comm import torch_ring_waits
+    from clustertwin.sim.costs import stage_costs
+
+    tt = get_stack("torchtitan")
+    st = _stage_nodes(catalog, tt, 4)
+    kw = dict(tp=8, pp=1, dp=1, cp=4, ep=1, vpp=1, micro_batch=1, recompute=2, zero=3, global_batch=1,
+              seq_len=4 * 32768, cp_comm="allgather")
+    with_waits = stage_costs(LLAMA8B, st.hw, stack=tt, **kw)
+    core = attention.core(st)
+    ce = tt.compute_efficiency
+    wf, wb = torch_ring_waits(st, core.fwd_s / ce, core.bwd_s / ce)
+    assert float(wb) > 0.0
+    assert float(with_waits["layer_fwd_attn_s"]) == pytest.approx(float(core.fwd_s) / ce + float(wf))
+    assert float(with_waits["layer_bwd_attn_s"]) == pytest.approx(float(core.bwd_s) / ce + float(wb))

@@ -33,6 +33,7 @@ from ..workload.model import ModelSpec
 from .comm import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER, SEND_RECV, collective_time  # noqa: F401
 from .components import attention
 from .components.cp_comm import cp_comm as cp_exchange
+from .components.cp_comm import torch_ring_waits
 from .components.dp_comm import dp_comm
 from .components.elementwise import elementwise
 from .components.embedding import logits
@@ -194,6 +195,14 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
         dpc = on_rows(dp_comm, st, ("t", "p", "d", "c", "e", "etp", "rc", "zero", "v", "sched"))
     else:
         tp_, (cp_f, cp_b, cp_hidden), (pp_s, pp_bytes), dpc = tp_comm(st), cp_exchange(st), pp_p2p(st), dp_comm(st)
+    if st.cp_torch_ring and np.needed(st.c > 1):
+        # PyTorch's CP ring loop waits for the exchanges its steps' SDPA calls cannot hide (cp_comm.py): time of
+        # the attention op on the compute stream; a full recompute re-runs the forward loop (torchtitan's
+        # half-forward selective AC half of it, as it prices the rest of the forward)
+        wait_f, wait_b = torch_ring_waits(st, core.fwd_s, core.bwd_s)
+        core = core._replace(fwd_s=core.fwd_s + wait_f, bwd_s=core.bwd_s + wait_b)
+        share = np.where(st.rc == 2, 1.0, np.where(st.rc == 1, 0.5 if st.sel_half else 1.0, 0.0))
+        recompute_s = recompute_s + share * wait_f
     if ce != 1.0:
         logits_f, logits_b = logits_f / ce, logits_b / ce
     if paced:
