@@ -18,7 +18,7 @@ step-time term (best - row, seconds; `planner.fromrow.breakdown_delta`, as `plan
 same job (model, system, GPUs, precision, global batch, sequence length) over the Megatron-Bridge
 releases (benchmarks/data/megatron_bridge_best_known.csv, sourced): where a later release ran the job
 faster than the row, the row's layout or software was not the best the experts found, and the later
-rate is the fairer reference. Each row above 1.30 then gets a `reason` from those figures alone:
+rate is the fairer reference; for those jobs the summary also prints the model's speed-up from the row's layout to the later run's against the published one (the micro-batch / layout lever, both sides modelled). A row above 1.30 whose best plan shards parameters (ZeRO 3) gets its per-layer gather against the compute it hides behind (`fsdp_exposure`). Each row above 1.30 then gets a `reason` from those figures alone:
 `later-run` (a later release's run of the job is within 1.30 of the best plan: a shown reason the row was
 not the best the experts found), `own-layout` (the model is > 1.15x at the row's own layout: a step-model
 error there) or `open` (neither: the search's gain has no published support). A `*` after own/pub: the memory model refuses the row's own layout (NVIDIA
@@ -131,6 +131,49 @@ def format_walk(walk: list[tuple]) -> str:
     return " -> ".join(parts)
 
 
+def fsdp_exposure(row: dict[str, str], best: dict, catalog) -> dict[str, float] | None:
+    """How the sharded-DP (ZeRO-3 / Megatron-FSDP) traffic of a best plan meets its compute, per layer and
+    micro-batch (the inputs of ``sim.analytical._compose``'s FSDP rule): ``gather_ms`` one parameter
+    all-gather of an average layer, ``fwd_ms`` that layer's forward compute (the window the next layer's
+    prefetched gather hides behind), ``bwd_comm_ms`` the backward's gather + gradient reduce-scatter and
+    ``bwd_ms`` its backward + recompute compute, ``exposed_s`` the step's fsdp_comm term and ``overlap`` the
+    stack's ``fsdp_overlap`` share. None below ZeRO 3."""
+    if int(best["zero"]) < 3:
+        return None
+    from clustertwin.sim.costs import make_hardware, stage_costs
+    from clustertwin.workload.plan import RECOMPUTE_CODE
+    from clustertwin.workload.stacks import resolve_stack
+
+    row = resolve_row(row, catalog)[0]
+    model = model_from_row(row)
+    system, fabric = _row_hardware(row, catalog)
+    p = plan_from_row(row)
+    hw = make_hardware(system, fabric, p.dtype, catalog)
+    st = resolve_stack(p.stack, catalog)
+    tp, pp, dp, cp, ep, vpp, mb = (int(best[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"))
+    c = stage_costs(model, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb,
+                    recompute=RECOMPUTE_CODE[str(best["recompute"])], zero=int(best["zero"]), global_batch=p.global_batch,
+                    seq_len=p.seq_len, sp=tp > 1, etp=int(best.get("etp", 1) or 1), flash=p.flash_attention,
+                    overlap=p.overlap, grad_reduce_bytes=p.grad_reduce_bytes, cp_comm=p.cp_comm, stack=st)
+    f = {k: float(v) for k, v in c.items() if k in ("layers_per_stage", "fsdp_ag_s", "fsdp_mb_s", "layer_fwd_gemm_s",
+                                                    "layer_fwd_attn_s", "layer_fwd_mem_s", "layer_bwd_gemm_s",
+                                                    "layer_bwd_attn_s", "layer_bwd_mem_s", "layer_recompute_s")}
+    n = max(f["layers_per_stage"], 1.0)
+    fwd = f["layer_fwd_gemm_s"] + f["layer_fwd_attn_s"] + f["layer_fwd_mem_s"]
+    bwd = f["layer_bwd_gemm_s"] + f["layer_bwd_attn_s"] + f["layer_bwd_mem_s"] + f["layer_recompute_s"]
+    return {"gather_ms": 1e3 * f["fsdp_ag_s"] / n, "fwd_ms": 1e3 * fwd,
+            "bwd_comm_ms": 1e3 * (f["fsdp_mb_s"] - f["fsdp_ag_s"]) / n, "bwd_ms": 1e3 * bwd,
+            "exposed_s": float(best["breakdown"].get("fsdp_comm", 0.0)), "overlap": float(st.fsdp_overlap)}
+
+
+def format_fsdp(x: dict[str, float]) -> str:
+    """One line of ``fsdp_exposure``."""
+    return (f"per layer and micro-batch: gather {x['gather_ms']:.1f} ms vs forward {x['fwd_ms']:.1f} ms "
+            f"({x['gather_ms'] / max(x['fwd_ms'], 1e-12):.2f}), backward gather + reduce-scatter {x['bwd_comm_ms']:.1f} ms "
+            f"vs backward + recompute {x['bwd_ms']:.1f} ms ({x['bwd_comm_ms'] / max(x['bwd_ms'], 1e-12):.2f}); "
+            f"fsdp_comm {x['exposed_s']:.2f} s in the step (fsdp_overlap {x['overlap']:g})")
+
+
 REASONS = ("later-run", "own-layout", "open")
 
 
@@ -176,7 +219,8 @@ def main() -> None:
           f"{'@rowMB/pub':>10} {'@Z01/pub':>8} {'s':>5}")
     ratios, in_top, failed, moe, vs_known, later, later_rows, refused = [], 0, [], [], [], [], [], []
     vs_own = []  # best plan over the model at the row's own layout: the search's claim alone (no model error at the row)
-    gains, why, walks = [], [], []
+    gains, why, walks, fsdp_lines = [], [], [], []
+    own_tps = {}
     t_all = time.perf_counter()
     for r in rows:
         t0 = time.perf_counter()
@@ -193,6 +237,7 @@ def main() -> None:
         rank = next((p["rank"] for p in rep.plans if all(int(p[k]) == int(lay[k]) for k in keys)), None)
         ratio = best["tokens_per_s"] / pub if pub else float("nan")
         own_est = _estimate_row(r, cat, a.engine)
+        own_tps[r["id"]] = own_est.tokens_per_s
         own = float(r["measured_step_time_s"]) / own_est.step_time_s if pub else float("nan")
         if not own_est.fits_memory:  # the memory model refuses a layout NVIDIA ran: the search cannot pick it
             refused.append(f"{r['id']} ({own_est.memory_gb_per_gpu:.0f} GB > {own_est.memory_capacity_gb:.0f})")
@@ -231,6 +276,9 @@ def main() -> None:
         def full(p):
             return f"{fmt(p)} {knobs(p)}".replace(" CP1", "")
 
+        fx = fsdp_exposure(r, best, cat) if ratio > 1.30 else None
+        if fx is not None:
+            fsdp_lines.append(f"{r['id']} ({ratio:.2f}, {full(best)}): {format_fsdp(fx)}")
         if ratio > 1.30:
             why.append((r["id"], ratio, reason(ratio, own, ref / pub, vs_known[-1])))
             walks.append((r["id"], ratio, format_walk(knob_walk(r, best, cat, a.engine))))
@@ -270,10 +318,25 @@ def main() -> None:
                 per_gpu = e.tokens_per_s / float(r["num_gpus"])
                 fit = "" if e.fits_memory else f" (model memory {e.memory_gb_per_gpu:.0f} GB > {e.memory_capacity_gb:.0f}: refused)"
                 print(f"    {r['id']}: {per_gpu / float(k['tokens_per_s_per_gpu']):.2f}{fit}")
+            print("  the micro-batch / layout lever: the model's speed-up from the row's layout to the later run's "
+                  "(both modelled) against the published speed-up (later / row):")
+            for r, k in later_rows:
+                q = later_plan(r, k)
+                system, fabric = _row_hardware(r, cat)
+                e = eng.estimate(model_from_row(r), system, fabric, q, catalog=cat, check=False)
+                pub_up = float(k["tokens_per_s_per_gpu"]) * float(r["num_gpus"]) / published_tokens_per_s(r)
+                print(f"    {r['id']}: mb{q.micro_batch} EP{q.ep} PP{q.pp}: model {e.tokens_per_s / own_tps[r['id']]:.2f}x, "
+                      f"published {pub_up:.2f}x")
         if gains:
             print("rows above 1.30 (best/pub): the row's layout and the best plan, and the five largest per-term "
                   "differences best - row (s):")
             for line in gains:
+                print("    " + line)
+        if fsdp_lines:
+            print("rows above 1.30 whose best plan shards parameters (ZeRO 3 / Megatron-FSDP): its gathers against the "
+                  "compute they hide behind (`fsdp_exposure`; one layer ahead, all but the first unit hidden up to "
+                  "fsdp_overlap x min(comm, compute)):")
+            for line in fsdp_lines:
                 print("    " + line)
         if walks:
             print("rows above 1.30: from the row's layout to the best plan one knob at a time (micro-batch, recompute, "

@@ -75,3 +75,34 @@ def test_realism_knob_walk_goes_from_the_row_layout_to_the_best_plan(validation_
     assert walk[-1][3] is True  # the best plan fits
     line = mod.format_walk(walk)
     assert line.startswith("row ") and line.count(" -> ") == len(mod.KNOB_STEPS)
+
+
+def test_realism_fsdp_exposure_reads_the_plans_sharded_dp_traffic(validation_dir):
+    """fsdp_exposure: None below ZeRO 3; for a ZeRO-3 plan of a MoE row the exposed term is the plan's own
+    fsdp_comm, and one layer's gather is bound by the node's NICs either way: at EP 1 (DP 64 on 8 nodes) every
+    rank gathers all experts over a ring that uses all 8 NICs of its node, at EP 8 one eighth of them over an
+    expert-data-parallel group of 8 ranks one per node (one NIC each), so the two take about as long."""
+    import importlib.util
+
+    from clustertwin import load_catalog
+    from clustertwin.planner.fromrow import request_from_row
+    from clustertwin.planner.planning import plan
+    from clustertwin.planner.space import SpaceOptions
+    from clustertwin.validate import read_rows
+
+    path = KNOWN.parents[1] / "bench_planner_realism.py"
+    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cat = load_catalog()
+    row = next(r for r in read_rows(validation_dir / "training.csv") if r["id"] == "mbridge-264")
+    z1 = plan(request_from_row(row, cat, top_k=1, options=SpaceOptions(zero_stages=(1,)))[0], cat).plans[0]
+    assert mod.fsdp_exposure(row, z1, cat) is None
+    got = {}
+    for ep in (1, 8):
+        opts = SpaceOptions(zero_stages=(3,), fixed={"ep": (ep,), "pp": (1,), "micro_batch": (8,)})
+        best = plan(request_from_row(row, cat, top_k=1, options=opts)[0], cat).plans[0]
+        got[ep] = mod.fsdp_exposure(row, best, cat)
+        assert got[ep]["exposed_s"] == best["breakdown"]["fsdp_comm"] and got[ep]["gather_ms"] > 0
+    assert 0.5 < got[1]["gather_ms"] / got[8]["gather_ms"] < 2.0
+    assert "gather" in mod.format_fsdp(got[1])
