@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clustertwin.workload import activation_bytes_per_layer, get_model, memory_per_gpu
-from clustertwin.workload.memory import backward_transient_bytes
+from clustertwin.workload.memory import GRAD_BYTES, backward_transient_bytes
 
 GiB = 1024**3
 
@@ -71,7 +71,27 @@ def test_model_states_bytes_per_param():
     z1 = memory_per_gpu(m, dp=8, zero=1, **kw)
     assert float(z1["weights"] + z1["gradients"] + z1["optimizer"]) == pytest.approx((6 + 12 / 8) * n)
     z2 = memory_per_gpu(m, dp=8, zero=2, **kw)
-    assert float(z2["weights"] + z2["gradients"] + z2["optimizer"]) == pytest.approx((2 + 16 / 8) * n)
+    # + Megatron-FSDP's two unit-sized unsharded gradient buckets (double buffer; a unit = one layer)
+    two_units = 2 * GRAD_BYTES * n / m.num_layers
+    assert float(z2["weights"] + z2["gradients"] + z2["optimizer"]) == pytest.approx((2 + 16 / 8) * n + two_units)
+
+
+def test_megatron_fsdp_holds_two_unsharded_gradient_units():
+    """Megatron-FSDP (ZeRO 2 = optim_grads, 3 = optim_grads_params) reduce-scatters every unit's unsharded
+    gradient bucket after each backward, the buckets in a double buffer of two units (megatron_fsdp.py
+    _grad_acc): ZeRO 2 and 3 hold two layers' unsharded gradients beyond the shard; PyTorch FSDP2 keeps its own
+    rule (one unit at ZeRO 3, none at ZeRO 2)."""
+    from clustertwin.workload.stacks import get_stack
+
+    m = get_model("llama3-70b")
+    kw = dict(seq_len=8192, micro_batch=1, num_micro_batches=8, tp=1, pp=1, cp=1, ep=1, sp=False, recompute_code=2,
+              dp=64, grad_bytes=2.0)
+    for zero in (2, 3):
+        mcore = memory_per_gpu(m, zero=zero, stack=get_stack("megatron-bridge"), **kw)
+        n = float(mcore["params_per_gpu"])
+        assert float(mcore["gradients"]) == pytest.approx(2.0 * n / 64 + 2 * 2.0 * n / m.num_layers)
+    fsdp2 = memory_per_gpu(m, zero=2, stack=get_stack("torchtitan"), **kw)
+    assert float(fsdp2["gradients"]) == pytest.approx(2.0 * n / 64)
 
 
 @settings(max_examples=40, deadline=None)

@@ -600,6 +600,16 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         grads = grads + np.where(zero >= 3, grad_bytes * layer_params, 0.0)
     else:
         weights, grads = weights + 0.0, grads + 0.0
+    if impl == "megatron-fsdp" and np.needed(zero >= 2):
+        # Megatron-FSDP (Megatron ZeRO 2 = optim_grads, ZeRO 3 = optim_grads_params) writes every FSDP unit's
+        # gradients into an unsharded main-grad bucket in each backward and reduce-scatters it on a side stream
+        # (megatron_fsdp.py _post_backward: grad_reduce_every_bprop for both modes); with the double buffer NVIDIA
+        # recommends (--fsdp-double-buffer, Megatron-LM megatron-fsdp-user-guide; implied by --use-nccl-ub) the
+        # buckets live in two unit-sized slots (_grad_acc: "the buffer limit imposed by double-buffer allocator",
+        # two FSDP Unit Modules): the unit being reduce-scattered and the one being computed. ZeRO 3 above counts
+        # one of them; ZeRO 2 none
+        n_dec2 = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
+        grads = grads + np.where(zero >= 3, 1.0, np.where(zero == 2, 2.0, 0.0)) * grad_bytes * params / n_dec2
     if impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
         weights = weights + np.where(held, wb * params, 0.0)
