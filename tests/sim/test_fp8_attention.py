@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,28 @@ def test_quant_time_is_hbm_bound_and_zero_without_fp8(catalog):
     assert float(b) == pytest.approx(12e9 / roof + 2 * kern)
     z = quant_time(_hw(catalog, "bf16"), "bf16", x_elems=1e9, dy_elems=1e9)
     assert float(z[0]) == 0.0 and float(z[1]) == 0.0
+
+
+def test_torchao_mxfp8_casts_each_layout_from_bf16(catalog):
+    """torchao's mx_mm casts every operand layout in its own kernel from the BF16 tensor (2 x (2 + 1 + 1/32) B,
+    2 kernels); Transformer Engine's MXFP8 quantizer writes both layouts in one pass (4.0625 B, 1 kernel)."""
+    assert RECIPES["mxfp8-per-layout"].bytes_per_elem == pytest.approx(6.0625)
+    assert RECIPES["mxfp8-per-layout"].kernels == 2.0
+    hw = _hw(catalog, "mxfp8", system="hgx-b200")
+    roof, kern = hw.hbm_bw * hw.eff.hbm_efficiency, hw.eff.kernel_overhead_s
+    f, b = quant_time(hw, "mxfp8", x_elems=1e9, dy_elems=2e9, operands=1.0, mx_per_layout=True)
+    assert float(f) == pytest.approx(6.0625e9 / roof + 2 * 2 * kern)
+    assert float(b) == pytest.approx(2 * 6.0625e9 / roof + 2 * kern)
+    # only MXFP8 changes: the flag leaves the other recipes alone
+    for dt in ("fp8", "nvfp4"):
+        h = _hw(catalog, dt, system="hgx-b200")
+        assert quant_time(h, dt, x_elems=1e9, dy_elems=1e9, mx_per_layout=True) == quant_time(h, dt, x_elems=1e9,
+                                                                                               dy_elems=1e9)
+    assert get_stack("torchtitan").mxfp8_cast_per_layout and not get_stack("megatron-bridge").mxfp8_cast_per_layout
+    tt = elementwise(_stage(catalog, "mxfp8", stack=get_stack("torchtitan"), system="hgx-b200"))
+    te_like = elementwise(_stage(catalog, "mxfp8", system="hgx-b200",
+                                 stack=replace(get_stack("torchtitan"), mxfp8_cast_per_layout=False)))
+    assert float(tt[0]) > float(te_like[0]) and float(tt[1]) > float(te_like[1])
 
 
 def test_fp8_casts_add_to_elementwise_and_weight_cache_saves(catalog):

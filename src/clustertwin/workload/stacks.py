@@ -114,6 +114,10 @@ class SoftwareStack:
     # transform + columnwise-cast kernel (Transformer Engine NVFP4BlockScaling, on by default: sim/components/fp8.py
     # `nvfp4-rht`); False: the plain NVFP4 cast for every operand (torchtitan's torchao recipe: not modelled)
     nvfp4_rht: bool = True
+    # MXFP8 steps quantise every operand layout in its own kernel from the BF16 tensor (torchao's mx_mm: dim0 casts
+    # in the forward, dim1 casts of W, dY and the saved BF16 X in the backward; sim/components/fp8.py
+    # `mxfp8-per-layout`); False: one kernel writes both layouts (Transformer Engine's MXFP8 quantizer)
+    mxfp8_cast_per_layout: bool = False
     # bytes of each of Adam's two moments (FP32 4; DeepSeek-V3 Sec. 3.3.3 keeps them in BF16: 2)
     adam_moment_bytes: float = 4.0
     # pipeline schedules the framework runs (workload/pipeline.py): 1f1b (interleaved with vpp > 1),
@@ -181,6 +185,7 @@ class SoftwareStack:
                 "loss_bytes_per_logit": self.loss_bytes_per_logit, "fp8_activation_cache": self.fp8_activation_cache,
                 "sac_opaque_dtypes": list(self.sac_opaque_dtypes), "adam_moment_bytes": self.adam_moment_bytes,
                 "nvfp4_bf16_layer_share": self.nvfp4_bf16_layer_share, "nvfp4_rht": self.nvfp4_rht,
+                "mxfp8_cast_per_layout": self.mxfp8_cast_per_layout,
                 "moe_experts_impl": self.moe_experts_impl,
                 "offload_modes": list(self.offload_modes), "activation_offload": self.activation_offload,
                 "zero_bucket_elements": self.zero_bucket_elements, "unpriced_ep_overlap": self.unpriced_ep_overlap,
@@ -488,6 +493,10 @@ register_stack(
         # the NVFP4 GEMM is opaque to the per-op SAC policy (workload/memory.py op_sac_bytes_per_layer)
         fp8_activation_cache=False, sac_opaque_dtypes=("nvfp4",), nvfp4_bf16_layer_share=NVFP4_BF16_LAYER_SHARE,
         nvfp4_rht=False,
+        # MX (MXFP8) linears are torchao's MXLinear / mx_mm (torchtitan components/quantization/mx.py): one
+        # cast kernel per operand layout (torchao/prototype/mx_formats/mx_linear.py); torchtitan-2026 inherits it
+        # (ASSUMPTION: its own components/quantization/mxfp8/ package was not read)
+        mxfp8_cast_per_layout=True,
         # torchtitan's default TP (parallelism.enable_async_tensor_parallel = false) runs the SP all-gather /
         # reduce-scatter between the GEMMs; async TP (opt-in, needs torch.compile) gains 1.04-1.16x on
         # 8B / 70B at TP 8 (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md). A published run that does

@@ -38,6 +38,6 @@ def elementwise(st: Stage):
         w_elems = h * (qkv_out + a * dv / t + (mats + 1.0) * f_eff / t)
         qf, qb = quant_time(st.hw, st.hw.dtype, x_elems=x_elems, dy_elems=dy_elems, w_elems=w_elems, operands=4.0,
                             weight_share=np.where(st.fp8_weight_cache, 1.0 / np.maximum(st.m, 1.0), 1.0),
-                            rht=st.nvfp4_rht)
+                            rht=st.nvfp4_rht, mx_per_layout=st.mx_per_layout)
         fwd, bwd = fwd + qf, bwd + qb
     return fwd, bwd

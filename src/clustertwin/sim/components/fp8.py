@@ -17,6 +17,11 @@ copies on every chip). Bytes per element of an operand, both copies together (``
 * ``mxfp8`` (OCP Microscaling v1.0: 32-element blocks, one E8M0 scale each; TE ``MXFP8BlockScaling``):
   block amax and cast in one kernel that writes both layouts: read 2 B, write 1 + 1 B + 2 x 1/32 B
   scales: 4.0625 B, 1 kernel.
+* ``mxfp8-per-layout`` (torchao's MXFP8 training linear, stack ``mxfp8_cast_per_layout``: torchao/prototype/
+  mx_formats/mx_linear.py ``mx_mm``): each layout is its own cast from the BF16 operand - X and W along K in the
+  forward (``MXTensor.to_mx``, the Triton dim0 kernel), W, dY and the saved BF16 X along the other axis in the
+  backward (``_to_mxfp8_dim1_kernel_wrapper``, the CUDA dim1 kernel), dY along K for dgrad: two reads of the BF16
+  operand, each writing one FP8 copy + its 1/32 B scales: 2 x (2 + 1 + 1/32) = 6.0625 B, 2 kernels.
 * ``nvfp4`` (16-element blocks with an E4M3 scale and one FP32 per-tensor scale; TE ``NVFP4BlockScaling``,
   Mishra et al. arXiv:2509.25149 Sec. 2-4; the random Hadamard transform of the wgrad operands is fused
   into the cast): the per-tensor scale needs a global amax pass (read 2 B), then one cast writing both
@@ -56,6 +61,7 @@ RECIPES: dict[str, Recipe] = {
     "tensorwise": Recipe("tensorwise", 2.0 + 2.0 + 2.0 * 1.0, 2.0),
     "rowwise": Recipe("rowwise", 2.0 * (2.0 + 1.0), 2.0),
     "mxfp8": Recipe("mxfp8", 2.0 + 2.0 * (1.0 + 1.0 / 32.0), 1.0),
+    "mxfp8-per-layout": Recipe("mxfp8-per-layout", 2.0 * (2.0 + 1.0 + 1.0 / 32.0), 2.0),
     "nvfp4": Recipe("nvfp4", 2.0 + 2.0 + 2.0 * (0.5 + 1.0 / 16.0), 2.0),
     "nvfp4-rht": Recipe("nvfp4-rht", 2.0 + 2.0 * (2.0 + 0.5 + 1.0 / 16.0), 3.0),
 }
@@ -76,16 +82,19 @@ def quant_bytes(recipe: Recipe, elems):
 
 
 def quant_time(hw, dtype: str, *, x_elems, dy_elems, w_elems=0.0, operands: float = 1.0, weight_share=1.0,
-               rht: bool = False):
+               rht: bool = False, mx_per_layout: bool = False):
     """(forward, backward) seconds of the quantisation kernels of GEMMs with ``x_elems`` input, ``dy_elems``
     output-gradient and ``w_elems`` weight elements in total, issued as ``operands`` separately quantised
     tensors of each kind (kernel-launch count); ``weight_share`` is the share of micro-batches that cast the
     weights (1, or 1/m with TE's FP8 weight cache); ``rht``: NVFP4 X and dY take the ``nvfp4-rht`` recipe (W keeps
-    ``nvfp4``). Zero for BF16/FP16 steps."""
+    ``nvfp4``); ``mx_per_layout``: MXFP8 operands take the ``mxfp8-per-layout`` recipe (torchao). Zero for
+    BF16/FP16 steps."""
     r = recipe_for(dtype)
     if r is None:
         z = np.zeros_like(np.asarray(x_elems, dtype=float))
         return z, z
+    if mx_per_layout and r.name == "mxfp8":
+        r = RECIPES["mxfp8-per-layout"]
     a = RECIPES["nvfp4-rht"] if rht and r.name == "nvfp4" else r  # X and dY: the wgrad copy through the RHT
     fwd = mem_time(hw, quant_bytes(a, x_elems) + weight_share * quant_bytes(r, w_elems),
                    operands * (a.kernels + r.kernels * np.asarray(weight_share, dtype=float)))

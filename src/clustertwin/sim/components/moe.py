@@ -219,7 +219,7 @@ def moe_layer(st: Stage) -> MoELayer:
         cast_f, cast_b = quant_time(hw, hw.dtype, x_elems=rows * (h + fe / etp_f), dy_elems=rows * (mats * fe / etp_f + h),
                                     w_elems=w_elems, operands=2.0 * local,
                                     weight_share=np.where(st.fp8_weight_cache, 1.0 / np.maximum(st.m, 1.0), 1.0),
-                                    rht=st.nvfp4_rht)
+                                    rht=st.nvfp4_rht, mx_per_layout=st.mx_per_layout)
     if st.moe_einsum:  # DeepSpeed-MoE: the einsum dispatch / combine replace the permutation kernels; with
         # TP every rank gates and dispatches all tokens it holds (all of them without sequence parallelism),
         # then keeps 1/t of the capacity slots (drop_tokens)

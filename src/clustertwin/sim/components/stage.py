@@ -74,6 +74,7 @@ class Stage:
     fsdp_flat: bool = False
     nvfp4_bf16_share: float = 0.0  # share of the layers an NVFP4 step runs in BF16 (stack nvfp4_bf16_layer_share)
     nvfp4_rht: bool = False  # NVFP4 wgrad operands through a random Hadamard transform (stack nvfp4_rht)
+    mx_per_layout: bool = False  # MXFP8 casts one kernel per layout from BF16 (stack mxfp8_cast_per_layout)
     tp_fp8_gather: bool = False  # FP8 steps all-gather the TP activations in FP8 (stack tp_fp8_allgather)
     tp_gather_copy: bool = False  # each SP collective adds a copy of the whole activation (stack tp_seq_dim_copy)
     kv_repeat: bool = False  # K,V expanded to one head per query head before attention (stack sdpa_repeat_kv)
@@ -136,6 +137,7 @@ def _fields_of(stack) -> dict:
             "fsdp_recompute_gather": stack.fsdp_impl in ("zero3-2021", "zero3"), "fsdp_flat": bool(stack.fsdp_flat_ring),
             "nvfp4_bf16_share": float(getattr(stack, "nvfp4_bf16_layer_share", 0.0)),
             "nvfp4_rht": bool(getattr(stack, "nvfp4_rht", False)),
+            "mx_per_layout": bool(getattr(stack, "mxfp8_cast_per_layout", False)),
             "tp_fp8_gather": bool(getattr(stack, "tp_fp8_allgather", False)),
             "tp_gather_copy": bool(getattr(stack, "tp_seq_dim_copy", False)),
             "kv_repeat": bool(getattr(stack, "sdpa_repeat_kv", False))}
