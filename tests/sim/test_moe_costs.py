@@ -212,6 +212,29 @@ def test_clamped_glu_adds_megatrons_eager_clamp_and_cat_passes(catalog):
     assert get_model("gpt-oss-120b").glu_clamp and get_model("gpt-oss-120b").head_dim == 64
 
 
+def test_clamped_glu_offset_tensor_syncs_the_host_in_forward_and_in_the_moe_act_recompute(catalog):
+    """Megatron-Core's weighted_bias_quick_geglu_impl builds ``torch.tensor(linear_offset, device=...)`` on
+    every call (a blocking host-to-device copy: cudaMemcpyAsync + cudaStreamSynchronize): one more host-paced
+    stall per MoE layer in the forward and one in the backward where the moe_act recompute re-runs it; none
+    on torchtitan's grouped-mm path or without the clamp."""
+    from clustertwin.workload.stacks import get_stack
+
+    oss = replace(QWEN3_30B, moe_topk=4, moe_ffn_hidden_size=2880, hidden_size=2880, head_dim=64)
+    clamp = replace(oss, glu_clamp=True)
+    gpu = (np.asarray(1.0), np.asarray(1.0))  # GPU work long enough to hide the per-expert host cost
+    for rc, bwd_syncs in ((0, 0), (1, 1)):
+        st = _stage(catalog, model=clamp, recompute=rc)
+        stall = st.hw.eff.moe_sync_stall_s
+        assert stall > 0
+        plain_f, plain_b = host_idle(_stage(catalog, model=oss, recompute=rc), *gpu)
+        f, b = host_idle(st, *gpu)
+        assert float(f - plain_f) == pytest.approx(stall)
+        assert float(b - plain_b) == pytest.approx(bwd_syncs * stall)
+    tt = get_stack("torchtitan")
+    assert host_idle(_stage(catalog, model=clamp, stack=tt), *gpu)[0] == pytest.approx(
+        host_idle(_stage(catalog, model=oss, stack=tt), *gpu)[0])
+
+
 def test_expert_fc2_bias_is_added_per_expert_in_eager_pytorch(catalog):
     """GPT-OSS's linear biases (``linear_bias``): Megatron-Core scales the routed experts' fc2 bias by the
     router probability one expert at a time (TEGroupedMLP._apply_bias): 6 activation-dtype passes over the

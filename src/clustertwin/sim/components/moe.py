@@ -155,8 +155,33 @@ def host_idle(st: Stage, gpu_fwd_s, gpu_bwd_s):
         # sizes (MoEAlltoAllTokenDispatcher.preprocess returns before any device-to-host copy, cuda_sync_point
         # "no_sync"): no sync, so the host issues ahead and only its per-expert work beyond the GPU's shows
         stall = 0.0 if getattr(st.model, "moe_token_drop", False) else eff.moe_host_layer_s
-    return (stall / 3.0 + np.maximum(0.0, host / 3.0 - gpu_fwd_s),
-            2.0 * stall / 3.0 + np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s))
+    gf, gb = glu_clamp_sync_stall(st)
+    return (stall / 3.0 + np.maximum(0.0, host / 3.0 - gpu_fwd_s) + gf,
+            2.0 * stall / 3.0 + np.maximum(0.0, 2.0 * host / 3.0 - gpu_bwd_s) + gb)
+
+
+def glu_clamp_sync_stall(st: Stage):
+    """(forward, backward) GPU idle of the host syncs in Megatron-Core's clamped GLU (GPT-OSS).
+
+    ``weighted_bias_quick_geglu_impl`` (megatron/core/fusions/fused_bias_geglu.py, Megatron-LM main @1fb2a0c and
+    @034fd2d) builds its offset operand with ``torch.tensor(linear_offset, dtype=..., device=input.device)`` on
+    every call: a host-to-device copy from pageable memory with ``non_blocking=False``, which PyTorch runs as
+    ``memcpy_and_sync`` (c10/cuda/CUDAFunctions.h: ``cudaMemcpyAsync`` + ``cudaStreamSynchronize``;
+    pytorch/pytorch#120996: ``torch.tensor(3.14, device=dev)`` is reported as a synchronizing operation,
+    ``torch.full`` is not). The stream drains and the GPU waits while the host issues the kernels after it
+    (the fused activation, fc2's GroupedLinear, the per-expert bias loop). Once per MoE layer in the forward,
+    and once more in the backward when the ``moe_act`` selective recompute re-runs the activation (Megatron's
+    MoE recipes: recompute code 1 on a MoE model); full recompute repeats the forward's (``stage_costs`` adds
+    the forward host idle to the backward). ASSUMED: each costs ``moe_sync_stall`` (650 us, the eager
+    sync-and-reissue cost the grouped-GEMM MoE paths take, efficiency.yaml; MegaBlocks' ``.cpu()`` sync
+    assumes the same). Only on Megatron's expert path (TE GroupedLinear): torchtitan / MegaBlocks /
+    DeepSpeed-MoE do not run this function."""
+    model = st.model
+    z = np.zeros_like(st.tok)
+    if not (getattr(model, "glu_clamp", False) and model.swiglu and model.is_moe) or st.moe_grouped_mm or st.moe_einsum:
+        return z, z
+    one = st.hw.eff.moe_sync_stall_s + z
+    return one, np.where(st.rc == 1, one, z)
 
 
 def grouped_gemm_train_time(st: Stage, M, N, K, experts, *, in_bytes: float):
