@@ -100,6 +100,24 @@ def attention_kernel_efficiency(st: Stage) -> float:
     return eff.attention_efficiency
 
 
+# cuDNN fused attention at head dim 64 relative to head dim 128 (forward, backward): FlashAttention-3 paper (Shah et
+# al., arXiv:2407.08608) Fig. 5-6, H100 SXM5 BF16, 16K tokens: cuDNN forward 413 (hd 64) vs 595 (hd 128) TFLOP/s,
+# backward 433 vs 516. The chip's attention_efficiency_cudnn describes hd 128; ASSUMED the same ratio on other chips
+# (no cuDNN head-dim sweep found for them) and linear between hd 64 and 128, 1 from 128 up.
+CUDNN_HD64_FWD = 413.0 / 595.0
+CUDNN_HD64_BWD = 433.0 / 516.0
+
+
+def cudnn_head_dim_factors(st: Stage) -> tuple[float, float]:
+    """(forward, backward) rate factor of the stack's fused attention for the model's QK head dim: < 1 only for
+    cuDNN fused attention (Transformer Engine) below head dim 128 (CUDNN_HD64_*)."""
+    if st.attn_backend != "cudnn":
+        return 1.0, 1.0
+    d = float(st.model.qk_head_dim)
+    x = min(max((d - 64.0) / 64.0, 0.0), 1.0)
+    return CUDNN_HD64_FWD + (1.0 - CUDNN_HD64_FWD) * x, CUDNN_HD64_BWD + (1.0 - CUDNN_HD64_BWD) * x
+
+
 def core(st: Stage) -> AttentionCore:
     model, hw, t, c, b, s, tok = st.model, st.hw, st.t, st.c, st.b, st.s, st.tok
     a = float(model.num_attention_heads)
@@ -118,8 +136,9 @@ def core(st: Stage) -> AttentionCore:
         s_kv = s / c if ring else s
         eff = attention_kernel_efficiency(st)
         rate = hw.peak_bf16 * eff * st.attn_speed * s_kv / (s_kv + hw.eff.attention_seq_half)
-        attn_f = core_full * causal_frac / rate + 2 * kern
-        attn_b = 2.5 * core_full * causal_frac / rate + 4 * kern
+        hf, hb = cudnn_head_dim_factors(st)
+        attn_f = core_full * causal_frac / (rate * hf) + 2 * kern
+        attn_b = 2.5 * core_full * causal_frac / (rate * hb) + 4 * kern
         fw = float(model.sliding_window_fraction)
         if fw > 0:
             # sliding-window layers: a query attends to its last w keys, computed in 128-blocks (w + one block
@@ -127,8 +146,8 @@ def core(st: Stage) -> AttentionCore:
             w = np.minimum(float(model.sliding_window) + blk, s_kv)
             rate_w = hw.peak_bf16 * eff * w / (w + hw.eff.attention_seq_half)
             win = core_full * w / s
-            attn_f = (1.0 - fw) * attn_f + fw * (win / rate_w + 2 * kern)
-            attn_b = (1.0 - fw) * attn_b + fw * (2.5 * win / rate_w + 4 * kern)
+            attn_f = (1.0 - fw) * attn_f + fw * (win / (rate_w * hf) + 2 * kern)
+            attn_b = (1.0 - fw) * attn_b + fw * (2.5 * win / (rate_w * hb) + 4 * kern)
         if ring:
             # CP ring (TE AttnFuncWithCPAndKVP2P): one attention call per ring step, and the partial
             # results are merged: forward reads each step's BF16 output (+ LSE) and rescales the BF16
