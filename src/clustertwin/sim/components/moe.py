@@ -27,7 +27,7 @@ Interface: ``moe_layer(st) -> MoELayer``; all fields zero for a dense model. The
   pass, MXFP8 4.06 B, NVFP4 5.1 B; the weights once per step where TE caches them). Backward moves the same permutation bytes
   (the gradients go through the same gathers/scatters).
   With ``linear_bias`` (GPT-OSS) the routed experts' fc2 bias is added per expert, scaled by the router
-  probability, in eager PyTorch (``expert_bias_time``: 12 B per element of the fc2 output forward, 12 B
+  probability, in eager PyTorch (``expert_bias_time``: 12 B per element of the fc2 output forward, 16 B
   backward, in BF16).
 * ``recompute_fwd_s``: what Megatron's fine-grained selective recompute of MoE recipes redoes in the
   backward (``--recompute-modules moe_act layernorm``): the expert activation and the two norms.
@@ -233,11 +233,13 @@ def moe_layer(st: Stage) -> MoELayer:
         # fc1 output and concatenates them again in eager PyTorch before the fused activation. In units of
         # U = BF16 bytes of one half (rows x f_e): forward two clamps (read + write a half: 2 U each) and
         # the cat (read + write both halves: 4 U); backward the two clamp gradients (read the gradient and
-        # the saved input, write the gradient: 3 U each; the cat's backward is views). The selective
-        # recompute of moe_act redoes the forward part (recompute_fwd_s includes act_f).
+        # the saved input, write the gradient: 3 U each; the cat's backward is views) and the gradient of
+        # the chunk that split the fc1 output into the halves (PyTorch's split_backward concatenates the two
+        # half gradients: read + write 4 U, one kernel). The selective recompute of moe_act redoes the
+        # forward part (recompute_fwd_s includes act_f).
         u = ab * rows * fe / etp_f
         clamp_f = mem_time(hw, 8.0 * u, 3)
-        act_f, act_b = act_f + clamp_f, act_b + mem_time(hw, 6.0 * u, 2)
+        act_f, act_b = act_f + clamp_f, act_b + mem_time(hw, 10.0 * u, 3)
     cast_f = cast_b = np.zeros_like(tok)
     if st.fp8:  # per-expert quantisation of GEMM inputs (fwd), output gradients (bwd) and weights (fp8.py)
         w_elems = local * h * (mats + 1.0) * fe / etp_f
@@ -270,8 +272,10 @@ def expert_bias_time(st: Stage, rows, local):
     ``moe_router_dtype`` None, "no changes for dtype"): forward ``b * p`` writes 1, ``t + .`` reads 2 and
     writes 1, the cat reads 1 and writes 1 (6); backward the bias gradient ``(g * p).sum(0)`` and the
     probability gradient ``(g * b).sum(-1)`` each read g, write the product and reduce it (6; the cat's
-    and the add's backward are views). Kernels: 2 per local expert + the cat forward, 4 per local expert
-    backward. Zero without ``linear_bias`` and on the torchtitan / MegaBlocks / DeepSpeed expert paths
+    and the add's backward are views), and the ``torch.split`` of the fc2 output gets its gradient back as
+    one tensor (PyTorch's split_backward concatenates the per-expert gradients: read + write, 2). Kernels:
+    2 per local expert + the cat forward, 4 per local expert + that cat backward. Zero without
+    ``linear_bias`` and on the torchtitan / MegaBlocks / DeepSpeed expert paths
     (their bias handling is not modelled). Attention and other linear biases ride in the GEMM epilogue."""
     hw = st.hw
     if not getattr(st.model, "linear_bias", False) or st.moe_grouped_mm or st.moe_einsum:
@@ -279,7 +283,7 @@ def expert_bias_time(st: Stage, rows, local):
         return z, z
     el = rows * float(st.model.hidden_size)
     a = st.act_bytes
-    return mem_time(hw, 6.0 * a * el, 2.0 * local + 1.0), mem_time(hw, 6.0 * a * el, 4.0 * local)
+    return mem_time(hw, 6.0 * a * el, 2.0 * local + 1.0), mem_time(hw, 8.0 * a * el, 4.0 * local + 1.0)
 
 
 def _einsum_dispatch(st: Stage, S, h: float, k: float):
