@@ -49,6 +49,14 @@ def test_unknown_inputs_get_stated_defaults(validation_dir, catalog):
     assert any("mean input length" in a for a in assumed)
 
 
+def test_cnn_dailymail_prompt_mean_is_its_documented_derivation():
+    # validation.py: See et al. 2017 781 word-level tokens/article x 0.88 (assumed whitespace-word share) x 1.308
+    # Llama-3.1 tokens per word (TensorRT-LLM llmapi README) + ~26 chat-template tokens (PREPROCESSING.md)
+    from clustertwin.serving.validation import MLPERF_MEAN_INPUT
+
+    assert MLPERF_MEAN_INPUT["llama3.1-8b"] == pytest.approx(781 * 0.88 * 1.308 + 26, abs=3)
+
+
 def test_validate_cli_contract(validation_dir, tmp_path, capsys):
     path, rows = _quick_subset(validation_dir, tmp_path)
     code, out, err = run_cli(capsys, "validate", str(path), "--json")
