@@ -173,3 +173,23 @@ def test_torchtitan_tp_collectives_fp8_gather_and_sequence_dim_copy(cat):
     assert t["fp8", "plain"] == pytest.approx(t["bf16", "plain"])  # without the plan the gathers stay 16-bit
     assert t["fp8", "tt"] < t["bf16", "tt"]  # FP8 gathers (and a smaller copy of the gathered output)
     assert t["fp8", "tt"] > 0.5 * t["bf16", "tt"]  # the reduce-scatters stay 16-bit
+
+
+def test_pp_p2p_blocks_without_virtual_stages(cat):
+    """Megatron runs 1F1B without virtual stages with batched P2P followed by torch.cuda.synchronize()
+    (batch_p2p_comm + batch_p2p_sync, p2p_communication.py), so every micro-batch's forward and backward
+    send is exposed (2 m transfers); the interleaved schedule overlaps its P2P and exposes only the
+    fill/drain hops 2 (p - 1). Same transfer time in both layouts (same boundary activation)."""
+    s = cat.system("hgx-h100")
+    f = cat.fabric(s.default_scaleout)
+    m = get_model("llama3-70b")
+    hw = make_hardware(s, f, "bf16", cat)
+    gb, pp = 256, 4
+    c = stage_costs(m, hw, tp=4, pp=pp, dp=4, cp=1, ep=1, vpp=1, micro_batch=1, recompute=0, zero=1,
+                    global_batch=gb, seq_len=8192)
+    p2p, mb = float(c["pp_p2p_s"]), float(c["num_micro_batches"])
+    assert p2p > 0 and mb == gb / 4
+    plain = estimate(m, s, f, make_plan(gpus=64, tp=4, pp=pp, global_batch=gb, seq_len=8192), catalog=cat)
+    inter = estimate(m, s, f, make_plan(gpus=64, tp=4, pp=pp, vpp=5, global_batch=gb, seq_len=8192), catalog=cat)
+    assert plain.breakdown["pp_p2p"] == pytest.approx(2.0 * mb * p2p, rel=1e-9)
+    assert inter.breakdown["pp_p2p"] == pytest.approx(2.0 * (pp - 1) * p2p, rel=1e-9)

@@ -159,7 +159,13 @@ def _compose(model: ModelSpec, hw: Hardware, arr: dict[str, np.ndarray], o: _Opt
                           np.where(zb, (p - 1.0) * np.maximum(T_avg - 2.0 * W, 0.0), bubble))
 
     p2p = c["pp_p2p_s"]
-    pp_exposed = np.where(p > 1, np.where(ov, 2.0 * (p - 1.0) * p2p, 2.0 * m * v * p2p), 0.0)
+    # Only the interleaved schedule overlaps its P2P (Megatron-Bridge comm_overlap.py: V > 1 sets
+    # overlap_p2p_comm, clears batch_p2p_comm): then only the fill/drain hops are exposed. Without virtual
+    # stages Megatron batches the P2P (batch_p2p_comm) and, with batch_p2p_sync (default True), follows every
+    # exchange with torch.cuda.synchronize() (megatron/core/pipeline_parallel/p2p_communication.py
+    # _communicate): each micro-batch's forward send and backward send block the stage, as the event engine
+    # schedules them (graph.py: blocking sends on the compute stream unless interleaved).
+    pp_exposed = np.where(p > 1, np.where(ov & (v > 1), 2.0 * (p - 1.0) * p2p, 2.0 * m * v * p2p), 0.0)
 
     # DP
     win_b = Lps * (c["layer_bwd_gemm_s"] + c["layer_bwd_attn_s"] + c["layer_bwd_mem_s"] + rec_layer)
