@@ -7,6 +7,19 @@ import csv
 from pathlib import Path
 
 KNOWN = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "megatron_bridge_best_known.csv"
+
+
+def _realism_bench():
+    """The realism benchmark script as a module (it lives under benchmarks/, not in the package)."""
+    import importlib.util
+
+    path = KNOWN.parents[1] / "bench_planner_realism.py"
+    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 KEYS = ("model", "system", "num_gpus", "precision", "global_batch", "seq_len")
 
 
@@ -33,12 +46,7 @@ def test_every_best_known_run_is_a_faster_run_of_a_row_job(validation_dir):
 
 
 def test_realism_reason_classifies_from_published_figures():
-    import importlib.util
-
-    path = KNOWN.parents[1] / "bench_planner_realism.py"
-    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _realism_bench()
     # a later run 2.8x the row, best plan 0.80 of it: shown reason, whatever the own-layout error
     assert mod.reason(2.23, 0.97, 2.80, 0.80)[0] == "later-run"
     assert mod.reason(2.31, 1.34, 2.25, 1.03)[0] == "later-run"
@@ -53,17 +61,12 @@ def test_realism_reason_classifies_from_published_figures():
 def test_realism_knob_walk_goes_from_the_row_layout_to_the_best_plan(validation_dir):
     """knob_walk starts at the validator's estimate of the row's own layout and, after the last knob group,
     is the planner's best plan (same step time), so the steps between attribute the search's whole gain."""
-    import importlib.util
-
     from clustertwin import load_catalog
     from clustertwin.planner.fromrow import request_from_row
     from clustertwin.planner.planning import plan
     from clustertwin.validate import _estimate_row, read_rows
 
-    path = KNOWN.parents[1] / "bench_planner_realism.py"
-    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _realism_bench()
     cat = load_catalog()
     row = next(r for r in read_rows(validation_dir / "training.csv") if r["id"] == "mbridge-227")
     req, _ = request_from_row(row, cat, top_k=1)
@@ -82,18 +85,13 @@ def test_realism_fsdp_exposure_reads_the_plans_sharded_dp_traffic(validation_dir
     fsdp_comm, and one layer's gather is bound by the node's NICs either way: at EP 1 (DP 64 on 8 nodes) every
     rank gathers all experts over a ring that uses all 8 NICs of its node, at EP 8 one eighth of them over an
     expert-data-parallel group of 8 ranks one per node (one NIC each), so the two take about as long."""
-    import importlib.util
-
     from clustertwin import load_catalog
     from clustertwin.planner.fromrow import request_from_row
     from clustertwin.planner.planning import plan
     from clustertwin.planner.space import SpaceOptions
     from clustertwin.validate import read_rows
 
-    path = KNOWN.parents[1] / "bench_planner_realism.py"
-    spec = importlib.util.spec_from_file_location("bench_planner_realism", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _realism_bench()
     cat = load_catalog()
     row = next(r for r in read_rows(validation_dir / "training.csv") if r["id"] == "mbridge-264")
     z1 = plan(request_from_row(row, cat, top_k=1, options=SpaceOptions(zero_stages=(1,)))[0], cat).plans[0]
