@@ -35,7 +35,8 @@ def test_rows_use_only_normalised_columns(validation_dir, catalog):
     for rid in QUICK:
         row = dict(rows[rid])
         base = predict_serving_row(row, catalog).predicted
-        for col in ("source", "source_locator", "notes", "tokens_per_s_per_gpu", "tokens_per_s_total",
+        for col in ("source", "source_locator", "source_ref", "source_group", "trust", "inferred_fields",
+                    "roundtrip_check", "notes", "tokens_per_s_per_gpu", "tokens_per_s_total",
                     "prefill_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu", "target_qps", "samples_per_s"):
             row[col] = "999999"
         row["id"] = "renamed"

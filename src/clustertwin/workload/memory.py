@@ -590,9 +590,10 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         weights = np.where((off == 2) & (zero >= 3), 0.0, weights)
     if bucket > 0:
         grads = grads + np.where(zero >= 1, bucket * grad_bytes, 0.0)
+    if np.needed(zero >= 2):  # layers per GPU (DualPipe: two stages), the FSDP unit count below
+        n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
     if np.needed(zero >= 3):  # (False only for one plan below ZeRO-3; xp.py)
         # ZeRO-3 transient: unsharded BF16 weights of the current and the prefetched layer
-        n_dec = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
         emb_out = model.vocab_size * model.hidden_size / tp_f * (1.0 if model.tied_embeddings else 2.0)
         layer_params = np.where(impl == "fsdp2", np.maximum(params - emb_out, 0.0), params) / n_dec
         weights = weights + np.where(zero >= 3, 2.0 * wb * layer_params, 0.0)
@@ -608,8 +609,7 @@ def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, t
         # buckets live in two unit-sized slots (_grad_acc: "the buffer limit imposed by double-buffer allocator",
         # two FSDP Unit Modules): the unit being reduce-scattered and the one being computed. ZeRO 3 above counts
         # one of them; ZeRO 2 none
-        n_dec2 = np.maximum(1.0, model.num_layers / pp_f * np.where(np.asarray(schedule) == 2, 2.0, 1.0))
-        grads = grads + np.where(zero >= 3, 1.0, np.where(zero == 2, 2.0, 0.0)) * grad_bytes * params / n_dec2
+        grads = grads + np.where(zero >= 3, 1.0, np.where(zero == 2, 2.0, 0.0)) * grad_bytes * params / n_dec
     if impl == "fsdp2":
         held = (zero >= 3) & (pp_f > 1)  # reshard_after_forward = False under PP: whole stage unsharded
         weights = weights + np.where(held, wb * params, 0.0)

@@ -31,13 +31,10 @@ def cp_comm(st: Stage):
     kv_bytes = st.b * (st.s / c) * kv_elems_per_token(st) * st.act_bytes
     r_cp = ranks_per_domain(c, st.t, hw.domain)
     if st.cp_torch_ring:
-        ag_kv = collective_time(ALL_GATHER, kv_bytes * c, c, r_cp, hw)
-        hop32 = collective_time(SEND_RECV, kv_bytes * 4.0 / st.act_bytes, np.where(c > 1, 2.0, 1.0),
-                                np.where(r_cp >= c, 2.0, 1.0), hw)
+        kv, hop32 = _torch_ring_exchanges(st)
         if st.cp_comm == "allgather":
-            return ag_kv, ag_kv + (c - 1) * hop32, np.ones_like(st.tok)
-        hop = collective_time(SEND_RECV, kv_bytes, np.where(c > 1, 2.0, 1.0), np.where(r_cp >= c, 2.0, 1.0), hw)
-        return (c - 1) * hop, (c - 1) * (hop + hop32), np.ones_like(st.tok)
+            return kv, kv + (c - 1) * hop32, np.ones_like(st.tok)
+        return (c - 1) * kv, (c - 1) * (kv + hop32), np.ones_like(st.tok)
     if st.cp_comm == "allgather":
         ag_kv = collective_time(ALL_GATHER, kv_bytes * c, c, r_cp, hw)
         rs_kv = collective_time(REDUCE_SCATTER, kv_bytes * c, c, r_cp, hw)
@@ -58,21 +55,30 @@ def torch_ring_waits(st: Stage, attn_fwd, attn_bwd):
     (``cp_comm = "p2p"``) sends one block per step, waited for a step later. In the backward the FP32 dK,dV
     accumulators travel one hop per step through ``dkv_rotater`` (all-to-all), each waited for after the
     next step's SDPA, and the last hop is waited for after the loop, with no SDPA left to hide it."""
+    c = st.c
+    kv, hop32 = _torch_ring_exchanges(st)
+    cc = np.maximum(c, 1.0)
+    step_f, step_b = attn_fwd / cc, attn_bwd / cc
+    dkv = hop32 + np.maximum(cc - 2.0, 0.0) * np.maximum(0.0, hop32 - step_b)
+    if st.cp_comm == "allgather":
+        wait_f = np.maximum(0.0, kv - step_f)
+        wait_b = np.maximum(0.0, kv - step_b) + dkv
+    else:
+        wait_f = (cc - 1.0) * np.maximum(0.0, kv - step_f)
+        wait_b = (cc - 1.0) * np.maximum(0.0, kv - step_b) + dkv
+    on = c > 1
+    return np.where(on, wait_f, 0.0), np.where(on, wait_b, 0.0)
+
+
+def _torch_ring_exchanges(st: Stage):
+    """(K,V exchange, FP32 dK,dV hop) of PyTorch's ring loop, seconds: the exchange is the one K,V all-gather
+    (``cp_comm = "allgather"``, ``_AllGatherRotater``) or one K,V block's hop (``_AllToAllRotater``); the hop
+    carries one block's dK,dV accumulators in FP32 (``dkv_rotater``)."""
     hw, c = st.hw, st.c
     kv_bytes = st.b * (st.s / c) * kv_elems_per_token(st) * st.act_bytes
     r_cp = ranks_per_domain(c, st.t, hw.domain)
     two, intra = np.where(c > 1, 2.0, 1.0), np.where(r_cp >= c, 2.0, 1.0)
     hop32 = collective_time(SEND_RECV, kv_bytes * 4.0 / st.act_bytes, two, intra, hw)
-    cc = np.maximum(c, 1.0)
-    step_f, step_b = attn_fwd / cc, attn_bwd / cc
-    dkv = hop32 + np.maximum(cc - 2.0, 0.0) * np.maximum(0.0, hop32 - step_b)
     if st.cp_comm == "allgather":
-        ag_kv = collective_time(ALL_GATHER, kv_bytes * c, c, r_cp, hw)
-        wait_f = np.maximum(0.0, ag_kv - step_f)
-        wait_b = np.maximum(0.0, ag_kv - step_b) + dkv
-    else:
-        hop = collective_time(SEND_RECV, kv_bytes, two, intra, hw)
-        wait_f = (cc - 1.0) * np.maximum(0.0, hop - step_f)
-        wait_b = (cc - 1.0) * np.maximum(0.0, hop - step_b) + dkv
-    on = c > 1
-    return np.where(on, wait_f, 0.0), np.where(on, wait_b, 0.0)
+        return collective_time(ALL_GATHER, kv_bytes * c, c, r_cp, hw), hop32
+    return collective_time(SEND_RECV, kv_bytes, two, intra, hw), hop32
