@@ -345,3 +345,27 @@ def test_megatron_deepspeed_offers_zero_1_with_its_pipeline_not_zero_2_or_3():
     assert (fw.stack.flash_attention, fw.stack.overlap, fw.stack.grad_reduce_bytes) == (
         base.flash_attention, base.overlap, base.grad_reduce_bytes)
     assert "megatron-deepspeed preset" in fw.note
+
+
+def test_megatron_deepspeed_runs_its_compute_at_the_derived_efficiency_and_says_so():
+    """megatron-deepspeed's compute_efficiency (0.82, derived from MT-NLG 530B against Megatron-LM's SC'21 run of the
+    same model and layout on Selene) stretches every layer kernel by 1/0.82 against the megatron-lm-2022 settings it
+    shares, leaves the communication alone, and the estimate prints the factor."""
+    from clustertwin.catalog import load_catalog
+    from clustertwin.validate import _estimate_row
+
+    row = {"id": "t", "model": "GPT-13B", "num_layers": "40", "hidden_size": "5120", "num_attention_heads": "40",
+           "ffn_hidden_size": "20480", "vocab_size": "50304", "swiglu": "no", "seq_len": "2048",
+           "global_batch": "256", "micro_batch": "2", "tp": "2", "pp": "2", "dp": "4", "cp": "1", "zero_stage": "1",
+           "recompute": "full", "precision": "bf16", "gpu": "a100-80gb", "system": "dgx-a100", "num_gpus": "16",
+           "framework_version": "2022", "measured_step_time_s": "10"}
+    cat = load_catalog()
+    ds = _estimate_row(dict(row, framework="megatron-deepspeed"), cat, "analytical")
+    lm = _estimate_row(dict(row, framework="megatron-lm"), cat, "analytical")
+    ce = STACKS["megatron-deepspeed"].compute_efficiency
+    assert ce == pytest.approx(0.82) and STACKS["megatron-lm-2022"].compute_efficiency == 1.0
+    for term in ("gemm", "elementwise", "recompute"):
+        assert ds.breakdown[term] == pytest.approx(lm.breakdown[term] / ce, rel=1e-9)
+    assert ds.breakdown["tp_comm"] == pytest.approx(lm.breakdown["tp_comm"], rel=1e-9)
+    assert any("megatron-deepspeed stack" in a and "0.82" in a for a in ds.assumptions)
+    assert not any("compute_efficiency" in a for a in lm.assumptions)

@@ -470,6 +470,17 @@ def _attention_assumption(hw: Hardware, stack: Any, catalog: Any) -> str:
     return f"fused attention (FlashAttention) at {hw.eff.attention_efficiency:.2f} of BF16 peak"
 
 
+def _compute_efficiency_assumption(stack: Any, catalog: Any) -> str:
+    """The stack's kernel-rate factor (``SoftwareStack.compute_efficiency``) when it is not 1."""
+    st = resolve_stack(stack, catalog)
+    ce = float(st.compute_efficiency or 1.0)
+    if ce == 1.0:
+        return ""
+    return (f"{st.id} stack: every layer kernel and the output layer at {ce:g} of the Megatron-Core / TE rate the "
+            "chip constants describe (compute_efficiency: fitted per framework, or derived from a published "
+            "same-hardware pair; workload/stacks.py)")
+
+
 def _assumptions(model: ModelSpec, system: SystemSpec, hw: Hardware, plan: ParallelPlan, catalog: Any) -> list[str]:
     """The printed assumptions of an estimate (a new list). They depend on the machine, the model and the
     plan's precision / attention / overlap / stack, not on its layout, so the text is built once per
@@ -486,6 +497,9 @@ def _assumptions(model: ModelSpec, system: SystemSpec, hw: Hardware, plan: Paral
             "communication overlap on (Megatron-Core/TE)" if plan.overlap else "no communication overlap",
             bandwidth_assumption(hw),
         ] + [f"{k}: {v}" for k, v in hw.eff.assumptions.items()] + moe_assumptions(model, hw)
+        ce_line = _compute_efficiency_assumption(plan.stack, catalog)
+        if ce_line:
+            lines.append(ce_line)
         if plan.dtype in WIDE_DTYPES:
             lines.append(f"{plan.dtype} step: 4-byte weights, activations, gradients and collective payloads; GEMMs at "
                          "the BF16 MAMF fraction of the 32-bit peak (assumed: no TF32/FP32 MAMF measured)")
