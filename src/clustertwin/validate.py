@@ -208,7 +208,7 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
 # shape columns are that model's (as blank shape columns are: _fill_shape_from_zoo). The MTP depth too, unless
 # the model label says the run has no MTP layer (Megatron-Bridge's "DeepSeek-V3 (w/o MTP)").
 _ZOO_FLAGS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
-              "mtp_depth", "sliding_window", "sliding_window_fraction", "glu_clamp", "linear_bias")
+              "mtp_depth", "sliding_window", "sliding_window_fraction", "glu_clamp", "linear_bias", "rope_mscale")
 _ZOO_MATCH = ("num_layers", "hidden_size", "num_attention_heads", "num_experts", "moe_ffn_hidden_size")
 
 
@@ -232,6 +232,8 @@ def _zoo_arch(name: str, kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     if any(int(getattr(m, c) or 0) != int(kw.get(c) or 0) for c in _ZOO_MATCH):
         return "", {}
     got = {f: getattr(m, f) for f in _ZOO_FLAGS if getattr(m, f)}
+    if got.get("rope_mscale") == 1.0:
+        del got["rope_mscale"]  # the default (plain RoPE): not an architecture detail worth a note
     if _WITHOUT_MTP.search(name):
         got.pop("mtp_depth", None)
     mla = kw.get("kv_lora_rank") or got.get("kv_lora_rank")

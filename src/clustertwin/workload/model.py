@@ -42,7 +42,8 @@ class ModelSpec:
     (GPT-OSS's clamped SwiGLU: gate clamped above at 7, linear half to +-7, Megatron-Core
     ``activation_func_clamp_value``), which Megatron-Core runs as separate clamp + concatenate kernels
     before the fused activation (sim/components/moe.py). ``linear_bias``: the linear layers carry biases
-    (GPT-OSS; Megatron-Core ``add_bias_linear``). Attention and dense-MLP biases ride in the GEMM epilogue
+    (GPT-OSS; Megatron-Core ``add_bias_linear``). ``rope_mscale``: the YaRN concentration factor on the RoPE
+    cos / sin (GPT-OSS: 0.1 ln 32 + 1), which makes Megatron-Core apply RoPE unfused. Attention and dense-MLP biases ride in the GEMM epilogue
     (no extra pass); the routed experts' fc2 bias is scaled by each token's router probability in eager
     PyTorch, one expert at a time (``TEGroupedMLP._apply_bias``), which sim/components/moe.py prices.
     Routing: ``moe_load_imbalance`` (max / mean EP-rank load; 1 = force-balanced) and ``moe_token_drop``
@@ -77,6 +78,11 @@ class ModelSpec:
     sliding_window_fraction: float = 0.0  # share of the layers with the window (GPT-OSS: alternate = 0.5)
     glu_clamp: bool = False  # clamped gated activation (GPT-OSS)
     linear_bias: bool = False  # biases on the linear layers (GPT-OSS); priced on the routed experts' fc2
+    # YaRN attention (concentration) factor that scales the RoPE cos / sin (HF rope_scaling "attention_factor",
+    # 0.1 ln(factor) + 1 when the config gives no mscale; Megatron-Core _yarn_get_concentration_factor); 1 = plain
+    # RoPE or a YaRN whose mscale / mscale_all_dim cancel. Megatron-Core runs RoPE unfused when it is not 1
+    # (sim/components/elementwise.py)
+    rope_mscale: float = 1.0
     # routing of the run (sim/components/moe.py): max / mean token load of the EP ranks of one MoE layer and
     # micro-batch; 1 = balanced (benchmarks that force load balance), > 1 = the router's real load imbalance
     moe_load_imbalance: float = 1.0

@@ -167,6 +167,12 @@ class SoftwareStack:
     # handles the attention inputs - PyTorch's context_parallel K,V all-gather, its FP32 dK,dV accumulators and
     # rotation - carries n_heads / n_kv_heads times the GQA volume
     sdpa_repeat_kv: bool = False
+    # RoPE with a YaRN concentration factor (ModelSpec.rope_mscale != 1) runs unfused: Megatron-Core's
+    # apply_rotary_pos_emb (megatron/core/models/common/embeddings/rope_utils.py) warns "mscale=... is not
+    # supported by TE's fused RoPE. Using unfused implementation." and calls _apply_rotary_pos_emb_bshd (eager
+    # t * cos + rotate_half(t) * sin, then a cat): sim/components/elementwise.py prices its passes. False: RoPE is
+    # priced as one fused kernel whatever the model's mscale (frameworks whose RoPE code was not read)
+    rope_mscale_unfused: bool = False
 
     def engine_options(self) -> dict[str, Any]:
         """Keyword arguments of ``estimate_batch`` / ``make_plan`` that this stack fixes."""
@@ -238,6 +244,7 @@ _MEGATRON_CORE = register_stack(
         # distributed optimizer) and layer-wise activation offload (cpu_offloading_num_layers; pp 1, no recompute)
         offload_modes=("none", "optimizer"), activation_offload=True,
         unpriced_ep_overlap=_MCORE_EP_OVERLAP, fsdp_combination_caveat=_MCORE_FSDP_CAVEAT,
+        rope_mscale_unfused=True,  # Megatron-Core rope_utils.apply_rotary_pos_emb: unfused when mscale != 1
     ))
 _MEGATRON_LM_2021 = register_stack(
     SoftwareStack(

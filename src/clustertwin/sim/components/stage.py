@@ -78,6 +78,7 @@ class Stage:
     tp_fp8_gather: bool = False  # FP8 steps all-gather the TP activations in FP8 (stack tp_fp8_allgather)
     tp_gather_copy: bool = False  # each SP collective adds a copy of the whole activation (stack tp_seq_dim_copy)
     kv_repeat: bool = False  # K,V expanded to one head per query head before attention (stack sdpa_repeat_kv)
+    rope_mscale_unfused: bool = False  # RoPE unfused when the model's YaRN mscale is not 1 (stack rope_mscale_unfused)
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
     sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
     act_bytes: float = 2.0  # bytes per activation / activation-gradient / gathered-weight element (4: TF32, FP32)
@@ -140,4 +141,5 @@ def _fields_of(stack) -> dict:
             "mx_per_layout": bool(getattr(stack, "mxfp8_cast_per_layout", False)),
             "tp_fp8_gather": bool(getattr(stack, "tp_fp8_allgather", False)),
             "tp_gather_copy": bool(getattr(stack, "tp_seq_dim_copy", False)),
-            "kv_repeat": bool(getattr(stack, "sdpa_repeat_kv", False))}
+            "kv_repeat": bool(getattr(stack, "sdpa_repeat_kv", False)),
+            "rope_mscale_unfused": bool(getattr(stack, "rope_mscale_unfused", False))}
