@@ -1,4 +1,5 @@
-"""Published training runs that are NOT in the validation set (a check only; nothing is fitted to them):
+"""Published training runs that are NOT in the validation set (a check only; nothing is fitted to them, except that
+the 2,240-GPU MT-NLG run with a public Megatron-LM row derives megatron-deepspeed's compute_efficiency, docs/validation.md):
 step-time error of `clustertwin validate` on benchmarks/data/heldout_training.csv, with both engines.
 Prints figures; not a test.
 
@@ -59,7 +60,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(res, indent=1))
         return
-    print(f"{res['file']}: {res['rows']} held-out published training runs (never used for fitting)")
+    print(f"{res['file']}: {res['rows']} held-out published training runs (never used for fitting; mtnlg-530b-1 "
+          "derives one framework constant, docs/validation.md)")
     for engine, e in res["engines"].items():
         print(f"\n== engine {engine}: MAPE {fmt(e['mape_pct'], '.2f')} %, bias {fmt(e['bias_pct'], '+.1f')} %, "
               f"max |error| {fmt(e['max_abs_error_pct'], '.1f')} %, modelled {e['modelled']}/{res['rows']}")
