@@ -193,3 +193,16 @@ def test_pp_p2p_blocks_without_virtual_stages(cat):
     inter = estimate(m, s, f, make_plan(gpus=64, tp=4, pp=pp, vpp=5, global_batch=gb, seq_len=8192), catalog=cat)
     assert plain.breakdown["pp_p2p"] == pytest.approx(2.0 * mb * p2p, rel=1e-9)
     assert inter.breakdown["pp_p2p"] == pytest.approx(2.0 * (pp - 1) * p2p, rel=1e-9)
+
+
+def test_cli_estimate_says_when_a_stack_runs_its_kernels_below_the_megatron_rate(capsys):
+    """A stack with compute_efficiency != 1 (megatron-deepspeed 0.82, derived; torchtitan 0.85, fitted) prints it;
+    Megatron-Core (1) does not."""
+    from cli_runner import run_cli
+
+    args = ["estimate", "--model", "gpt3-175b", "--system", "dgx-a100", "--gpus", "384", "--tp", "4", "--pp", "12",
+            "--micro-batch", "2", "--global-batch", "2048", "--recompute", "full"]
+    code, out, _ = run_cli(capsys, *args, "--stack", "megatron-deepspeed")
+    assert code == 0 and "[warning] stack efficiency: megatron-deepspeed runs every layer kernel" in out and "0.82" in out
+    code, out, _ = run_cli(capsys, *args)
+    assert code == 0 and "stack efficiency" not in out

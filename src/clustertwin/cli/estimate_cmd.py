@@ -79,7 +79,8 @@ def _render_estimate(r) -> None:
     console.print(f"memory (GB): {mem}")
     console.print(f"bottleneck: {r.bottleneck}")
     for a in getattr(r, "assumptions", None) or ():
-        if a.startswith(("uncalibrated efficiency", "sourced efficiency", "pipeline:", *api.CAVEAT_PREFIXES)):
+        if a.startswith(("uncalibrated efficiency", "sourced efficiency", "stack efficiency", "pipeline:",
+                         *api.CAVEAT_PREFIXES)):
             console.print(f"[warning] {a}", markup=False)
     _render_event_extras(r)
 

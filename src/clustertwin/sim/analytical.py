@@ -476,9 +476,9 @@ def _compute_efficiency_assumption(stack: Any, catalog: Any) -> str:
     ce = float(st.compute_efficiency or 1.0)
     if ce == 1.0:
         return ""
-    return (f"{st.id} stack: every layer kernel and the output layer at {ce:g} of the Megatron-Core / TE rate the "
-            "chip constants describe (compute_efficiency: fitted per framework, or derived from a published "
-            "same-hardware pair; workload/stacks.py)")
+    return (f"stack efficiency: {st.id} runs every layer kernel and the output layer at {ce:g} of the Megatron-Core / "
+            "TE rate the chip constants describe (compute_efficiency: fitted per framework, or derived from a "
+            "published same-hardware pair; workload/stacks.py)")
 
 
 def _assumptions(model: ModelSpec, system: SystemSpec, hw: Hardware, plan: ParallelPlan, catalog: Any) -> list[str]:
