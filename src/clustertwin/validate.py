@@ -12,7 +12,7 @@ import csv
 import importlib
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -210,11 +210,13 @@ def model_from_row(row: dict[str, str]) -> ModelSpec:
 _ZOO_FLAGS = ("head_dim", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
               "mtp_depth", "sliding_window", "sliding_window_fraction", "glu_clamp", "linear_bias", "rope_mscale")
 _ZOO_MATCH = ("num_layers", "hidden_size", "num_attention_heads", "num_experts", "moe_ffn_hidden_size")
+# a detail is taken only where the zoo model differs from ModelSpec's default (0, False; rope_mscale 1 = plain RoPE)
+_ZOO_DEFAULTS = {f.name: f.default for f in fields(ModelSpec) if f.name in _ZOO_FLAGS}
 
 
 def _zoo_arch(name: str, kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(zoo id, details): the architecture details (head_dim, MLA ranks, MTP depth, sliding window, clamped
-    GLU, linear biases) of the zoo model the row's ``model`` column names (catalog/names.py
+    GLU, linear biases, RoPE mscale) of the zoo model the row's ``model`` column names (catalog/names.py
     ``resolve_model_ref``), when that model has the row's layers, hidden size, heads, experts and expert width;
     ("", {}) otherwise (an unknown name or another architecture keeps the defaults)."""
     if not name.strip():
@@ -231,9 +233,7 @@ def _zoo_arch(name: str, kw: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     m = table[mid]
     if any(int(getattr(m, c) or 0) != int(kw.get(c) or 0) for c in _ZOO_MATCH):
         return "", {}
-    got = {f: getattr(m, f) for f in _ZOO_FLAGS if getattr(m, f)}
-    if got.get("rope_mscale") == 1.0:
-        del got["rope_mscale"]  # the default (plain RoPE): not an architecture detail worth a note
+    got = {f: getattr(m, f) for f in _ZOO_FLAGS if getattr(m, f) != _ZOO_DEFAULTS[f]}
     if _WITHOUT_MTP.search(name):
         got.pop("mtp_depth", None)
     mla = kw.get("kv_lora_rank") or got.get("kv_lora_rank")

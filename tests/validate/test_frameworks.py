@@ -24,10 +24,12 @@ def _rows(validation_dir, name="training.csv"):
         return list(csv.DictReader(fh))
 
 
-def test_predictions_ignore_source_locator_notes_and_ids(validation_dir):
-    """Replacing source, source_locator, notes (even with arch:/etp= look-alikes) and the ids changes no
-    prediction: a row is modelled from its columns only."""
-    rows = _rows(validation_dir)
+@pytest.mark.parametrize("name", ["training.csv", "memory.csv"])
+def test_predictions_ignore_source_locator_notes_and_ids(validation_dir, name):
+    """Replacing source, source_locator, notes (even with arch:/etp= look-alikes), inferred_fields, the
+    measured-basis / published-figure text of a training row and the ids changes no prediction: a row is
+    modelled from its columns only."""
+    rows = _rows(validation_dir, name)
     base = validate_rows(rows)
     scrambled = []
     for i, r in enumerate(rows):
@@ -38,6 +40,9 @@ def test_predictions_ignore_source_locator_notes_and_ids(validation_dir):
         s["notes"] = ("virtual_pipeline = 1 is a placeholder | CP uses all-gather | arch: head_dim=80 MTP depth=3 "
                       "sliding window 64 on alternate layers; clamped SwiGLU | etp=4")
         s["inferred_fields"] = "virtual_pipeline=1 is a placeholder"
+        for k in ("measured_basis", "published_metric", "published_value"):  # citation text of the training target
+            if k in s:
+                s[k] = "arXiv:2201.11990 Megatron-DeepSpeed 126 TFLOP/s"
         scrambled.append(s)
     other = validate_rows(scrambled)
     assert len(base.rows) == len(other.rows) == len(rows)

@@ -25,10 +25,11 @@ def elementwise(st: Stage):
     f_eff = (1 - st.frac_moe) * float(model.ffn_hidden_size)
     act_elems = (3.0 if model.swiglu else 2.0) * f_eff / t
     rope = 0.0 if model.dropout else 2.0 * (a + g) * dq
-    mem_f_bytes = st.act_bytes * (h_elems * h * tok_sp + act_elems * tok + rope / t * tok)  # 2 B (4: TF32/FP32)
+    rope_bytes = st.act_bytes * rope / t * tok  # the fused RoPE's forward: one read + write of q and k
+    mem_f_bytes = st.act_bytes * (h_elems * h * tok_sp + act_elems * tok) + rope_bytes  # 2 B (4: TF32/FP32)
     fwd, bwd = mem_time(st.hw, mem_f_bytes, 8), mem_time(st.hw, 2.0 * mem_f_bytes, 12)
-    if st.rope_mscale_unfused and float(getattr(model, "rope_mscale", 1.0) or 1.0) != 1.0 and rope:
-        rf, rb = unfused_rope_extra(st, st.act_bytes * rope / t * tok)
+    if st.rope_mscale_unfused and model.rope_mscale != 1.0 and rope:
+        rf, rb = unfused_rope_extra(st, rope_bytes)
         fwd, bwd = fwd + rf, bwd + rb
     if st.fp8:  # FP8/FP4 casts of the dense linear layers' operands (fp8.py; MoE experts: moe.py)
         dq = float(model.qk_head_dim)
