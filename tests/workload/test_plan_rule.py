@@ -83,3 +83,18 @@ def test_planner_memory_pruning_is_the_engines_memory(catalog, dtype):
                              dtype=dtype, catalog=catalog)
     engine = estimate_batch(m, sysm, fab, plans, seq_len=8192, global_batch=256, dtype=dtype, catalog=catalog)
     assert np.allclose(ev.memory_bytes(plans), engine["memory_gb_per_gpu"] * 1e9, rtol=1e-12)
+
+
+def test_a_plan_that_passed_is_checked_again_for_another_model():
+    """check_plan skips a plan object that passed for the same model and stack (workload/plan.py), and only that."""
+    from clustertwin.errors import InputError
+    from clustertwin.workload.plan import check_plan
+
+    plan = ParallelPlan(tp=2, pp=1, dp=2, ep=2, micro_batch=1, global_batch=8, seq_len=4096)
+    moe, dense = get_model("mixtral-8x7b"), get_model("llama3-8b")
+    check_plan(moe, plan)
+    check_plan(moe, plan)
+    with pytest.raises(InputError, match="dense model"):
+        check_plan(dense, plan)
+    with pytest.raises(InputError, match="dense model"):
+        check_plan(dense, plan)  # a failed check is never kept

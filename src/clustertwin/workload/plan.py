@@ -256,12 +256,27 @@ def make_plan(
 
 def check_plan(model: ModelSpec, plan: ParallelPlan) -> None:
     """Raise InputError with the first reason the plan cannot run this model on its software stack
-    (the one plan rule: ``workload.rules``)."""
-    reasons = plan_problems(model, plan)
+    (the one plan rule: ``workload.rules``). A plan object that has passed for this model and stack is not
+    checked again (``estimate`` checks the plan its caller may have checked already): the rules are a pure
+    function of the three, and all are frozen."""
+    stack = get_stack(plan.stack)
+    hit = _PASSED.get(id(plan))
+    if hit is not None and hit[0] is plan and hit[1] is model and hit[2] is stack:
+        return
+    reasons = _problems(model, plan, stack)
     if reasons:
         raise InputError(f"plan cannot run {model.id}: " + reasons[0],
                          hint="; ".join(reasons[1:]) if len(reasons) > 1
                          else "adjust the parallel degrees, or --zero / --recompute / --stack for a stack limit")
+    if type(plan) is ParallelPlan:
+        if len(_PASSED) >= 4096:
+            _PASSED.clear()
+        _PASSED[id(plan)] = (plan, model, stack)
+
+
+# id(plan) -> (plan, model, stack) of the plans check_plan passed; the entry keeps them alive, so the id is
+# not reused while it is held
+_PASSED: dict[int, tuple] = {}
 
 
 def plan_problems(model: ModelSpec, p: ParallelPlan) -> list[str]:
