@@ -299,3 +299,24 @@ def test_one_plan_component_table_equals_computing_each_plan(cat):
     for p, w in zip(plans, warm, strict=True):
         analytical.clear_tables()
         assert estimate(m, s, f, p, catalog=cat, check=False) == w
+
+
+def test_a_calibrated_stack_is_one_object_per_catalog(cat):
+    """``resolve_stack`` with a catalog ``stack_efficiency`` overlay gives the same object on every call, so what
+    is kept per stack (Stage fields, the one-plan component table) is found again, and the numbers are those of
+    the overlay."""
+    from dataclasses import replace
+
+    from clustertwin.workload.stacks import get_stack, resolve_stack
+
+    sid = get_stack(None).id
+    cal = replace(cat, calibration={**cat.calibration, "stack_efficiency": {sid: {"compute_efficiency": 0.9}}})
+    st = resolve_stack(None, cal)
+    assert st is resolve_stack(None, cal) and st.compute_efficiency == 0.9 and st is not resolve_stack(None, cat)
+    m, s = get_model("llama3-70b"), cat.system("hgx-h100")
+    plan = make_plan(gpus=512, tp=8, pp=4, global_batch=512, seq_len=8192)
+    f = cat.fabric(s.default_scaleout)
+    slow, base = estimate(m, s, f, plan, catalog=cal), estimate(m, s, f, plan, catalog=cat)
+    assert slow.step_time_s > base.step_time_s
+    analytical.clear_tables()
+    assert estimate(m, s, f, plan, catalog=cal) == slow

@@ -548,6 +548,7 @@ def clear_tables() -> None:
     memory._INFLIGHT.clear()
     memory._ACT_BYTES.clear()
     memory._TRANSIENT.clear()
+    memory._STATES.clear()
     costs._LAYER.clear()
     costs._ROWS.clear()
     flops._PER_TOKEN.clear()

@@ -595,8 +595,26 @@ STACK_OVERLAY_KEYS = ("fsdp_overlap", "attention_kernel_speed", "compute_efficie
 
 
 def resolve_stack(name: str | None, catalog: Any = None) -> SoftwareStack:
-    """The preset ``name`` with the catalog's ``stack_efficiency`` calibration for it applied."""
+    """The preset ``name`` with the catalog's ``stack_efficiency`` calibration for it applied: one object per
+    (preset, catalog) in this process (both frozen), so what is kept per stack is found again."""
     st = get_stack(name)
+    key = (id(st), id(catalog))
+    hit = _RESOLVED.get(key)
+    if hit is not None and hit[0] is st and hit[1] is catalog:
+        return hit[2]
+    resolved = _resolve(st, catalog)
+    if len(_RESOLVED) >= 256:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (st, catalog, resolved)
+    return resolved
+
+
+# (id(preset), id(catalog)) -> (preset, catalog, resolved stack); the entry keeps both alive, so their ids are
+# not reused while it is held
+_RESOLVED: dict[tuple, tuple] = {}
+
+
+def _resolve(st: SoftwareStack, catalog: Any) -> SoftwareStack:
     overlay = catalog.calibration_for("stack_efficiency", st.id) if catalog is not None and hasattr(
         catalog, "calibration_for") else None
     if overlay:
