@@ -277,33 +277,9 @@ def test_distinct_rows_groups_equal_tuples_only():
     assert np.array_equal(x, cols[0] * cols[1] + cols[2] * 3.0) and np.array_equal(y, np.where(cols[3], cols[0], cols[1]))
 
 
-def test_one_plan_component_table_equals_computing_each_plan(cat):
-    """The components one plan keeps per (component, stage inputs, the plan columns it reads) (sim/costs.py
-    ``on_rows``, scalar mode) give exactly what computing them gives: layouts that share those columns,
-    estimated one after another, equal each estimated with every per-process table emptied first."""
-    from clustertwin.sim import costs
-
-    m, s, f, sp = _space(cat, "llama3-70b", "hgx-h100", 512, 512, 8192)
-    rng = np.random.default_rng(5)
-    plans = []
-    for i in rng.choice(space_size(sp), 60, replace=False):
-        row = {k: np.asarray(v)[i].item() for k, v in sp.items()}
-        kw = {k: v for k, v in row.items() if k in _MAKE_PLAN_ARGS and k != "recompute"}
-        if "schedule" in row:
-            kw["pipeline_schedule"] = SCHEDULES[int(row["schedule"])]
-        plans.append(make_plan(gpus=512, global_batch=512, seq_len=8192, recompute=RECOMPUTE[int(row["recompute"])],
-                               **kw))
-    analytical.clear_tables()
-    warm = [estimate(m, s, f, p, catalog=cat, check=False) for p in plans]
-    assert len(costs._ROWS) < 5 * len(plans)  # shared entries: the table was used
-    for p, w in zip(plans, warm, strict=True):
-        analytical.clear_tables()
-        assert estimate(m, s, f, p, catalog=cat, check=False) == w
-
-
 def test_a_calibrated_stack_is_one_object_per_catalog(cat):
     """``resolve_stack`` with a catalog ``stack_efficiency`` overlay gives the same object on every call, so what
-    is kept per stack (Stage fields, the one-plan component table) is found again, and the numbers are those of
+    is kept per stack (Stage fields, per-layer compute) is found again, and the numbers are those of
     the overlay."""
     from dataclasses import replace
 

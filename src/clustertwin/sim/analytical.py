@@ -534,9 +534,9 @@ SCALAR_FALLBACKS = [0]  # plans rerun through numpy in this process (the tests r
 def clear_tables() -> None:
     """Forget everything a process has memoised for one-plan estimates (benchmarks time cold calls with
     it): priced collectives and GEMMs, stage layouts and parameters, in-flight layer counts, activation and
-    backward-transient bytes, per-layer compute and the components that read a few plan columns
-    (sim/costs.py), FLOP counts, assumption texts, the plans that passed ``check_plan``. None of them holds
-    an answer: each is a pure function of its key (machine, model, shapes)."""
+    backward-transient bytes, per-layer compute (sim/costs.py), FLOP counts, assumption texts, the plans
+    that passed ``check_plan``. None of them holds an answer: each is a pure function of its key (machine,
+    model, shapes)."""
     from ..workload import flops, memory, pipeline
     from ..workload import plan as plan_module
     from . import comm, costs, kernels
@@ -548,9 +548,7 @@ def clear_tables() -> None:
     memory._INFLIGHT.clear()
     memory._ACT_BYTES.clear()
     memory._TRANSIENT.clear()
-    memory._STATES.clear()
     costs._LAYER.clear()
-    costs._ROWS.clear()
     flops._PER_TOKEN.clear()
     _ASSUMPTIONS.clear()
     _PLACES.clear()

@@ -25,10 +25,8 @@ bytes, FLOPs. Formulas and sources: docs/modelling.md and MODELLING.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from operator import attrgetter
-from typing import Any, cast
+from typing import cast
 
 from .. import xp as np  # numpy, or plain numbers for one plan (clustertwin/xp.py)
 from ..workload.model import ModelSpec
@@ -98,12 +96,8 @@ _PLAN_FIELDS = ("t", "p", "d", "c", "e", "etp", "b", "rc", "zero", "sp", "tok", 
 def on_rows(fn, st, fields: tuple[str, ...]):
     """``fn(st)`` for a component that reads only the plan columns ``fields`` of ``st``: computed once per
     distinct tuple of their values among the plans (xp.per_distinct) and gathered back. The Stage the
-    component sees then holds only those rows and its other plan columns unset (None: reading one fails).
-    One plan (xp.scalar_mode) on plain numbers: computed once per (component, the stage's other inputs,
-    those values) in this process (``_scalar_rows``)."""
-    cols = _getter(fields)(st)
-    if st.memo_key and np.in_scalar_mode() and _all_plain(cols):
-        return _scalar_rows(fn, st, cols)
+    component sees then holds only those rows and its other plan columns unset (None: reading one fails)."""
+    cols = tuple(getattr(st, f) for f in fields)
 
     def rows(*vals):
         if all(v is c for v, c in zip(vals, cols, strict=True)):  # not de-duplicated: the stage as it is
@@ -116,50 +110,6 @@ def on_rows(fn, st, fields: tuple[str, ...]):
 
 # (id(model), id(hw), Stage fields) -> (model, hw, layer compute) (xp.memo)
 _LAYER: dict[tuple, tuple] = {}
-
-
-def _getter(fields: tuple[str, ...]):
-    """``st -> tuple(getattr(st, f) for f in fields)`` (operator.attrgetter, one per fields tuple)."""
-    get = _GETTERS.get(fields)
-    if get is None:
-        one = attrgetter(*fields)
-        get = _GETTERS[fields] = one if len(fields) > 1 else (lambda st: (one(st),))
-    return get
-
-
-_GETTERS: dict[tuple[str, ...], Callable[[Any], tuple]] = {}
-
-
-def _all_plain(values) -> bool:
-    for v in values:
-        if type(v) not in _PLAIN:
-            return False
-    return True
-
-
-def _scalar_rows(fn, st, cols):
-    """``fn(st)`` of one plan, kept under (fn, ``st.memo_key``, ``cols``): a component reads the stage's plan
-    columns ``cols`` (the ``on_rows`` fields, which the many-plan path checks are all it reads) and its other
-    fields, which derive from what ``memo_key`` names (``stage_inputs``). Layouts that differ in other columns
-    (micro-batch, global batch, ...) share the entry, as they share priced collectives and GEMMs."""
-    key = (fn, st.memo_key, cols)
-    own = st.memo_owners
-    hit = _ROWS.get(key)
-    if hit is not None:
-        h = hit[0]
-        if h[0] is own[0] and h[1] is own[1] and h[2] is own[2]:
-            return hit[1]
-    if len(_ROWS) >= _ROWS_MAX:
-        _ROWS.clear()
-    out = fn(st)
-    _ROWS[key] = (own, out)
-    return out
-
-
-# (component, Stage.memo_key, plan column values) -> ((model, hw, stack), the component's output); the entry
-# keeps the objects alive, so the ids in memo_key are not reused while it is held
-_ROWS: dict[tuple, tuple] = {}
-_ROWS_MAX = 1 << 16
 
 
 def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micro_batch, recompute,
@@ -191,9 +141,10 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     full_rc = np.where(st.rc == 2, 1.0, 0.0)
     ep_b = ep_b + full_rc * ep_f
     host_b = host_b + full_rc * host_f
-    # the components below that read only the plan columns named run once per distinct tuple of them among
-    # many plans, and once per process for one plan (on_rows)
-    ew_f, ew_b = on_rows(elementwise, st, ("t", "tok", "tok_sp", "m"))
+    # many plans: the components below that read only the plan columns named run once per distinct tuple of
+    # them (on_rows); one plan calls them directly
+    many = not np.in_scalar_mode() and np.ndim(st.t) != 0
+    ew_f, ew_b = on_rows(elementwise, st, ("t", "tok", "tok_sp", "m")) if many else elementwise(st)
     if hw.dtype in FP4_DTYPES and st.nvfp4_bf16_share > 0:
         # an NVFP4 recipe with a BF16 tail (stack nvfp4_bf16_layer_share: torchtitan ~15 % of the decoder layers,
         # Mishra et al. 'Pretraining LLMs with NVFP4', arXiv:2509.25149 Sec. 4; Megatron's performance recipes
@@ -237,10 +188,13 @@ def stage_costs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, vpp, micr
     if paced:
         fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s = (x * slow for x in (fwd_gemm, bwd_gemm, mem_f, mem_b, recompute_s))
         core = core._replace(fwd_s=core.fwd_s * slow, bwd_s=core.bwd_s * slow)
-    tp_ = on_rows(tp_comm, st, ("t", "tok", "rc", "sp"))
-    cp_f, cp_b, cp_hidden = on_rows(cp_exchange, st, ("t", "c", "b", "tok"))
-    pp_s, pp_bytes = on_rows(pp_p2p, st, ("t", "p", "d", "c", "tok"))
-    dpc = on_rows(dp_comm, st, ("t", "p", "d", "c", "e", "etp", "rc", "zero", "v", "sched"))
+    if many:
+        tp_ = on_rows(tp_comm, st, ("t", "tok", "rc", "sp"))
+        cp_f, cp_b, cp_hidden = on_rows(cp_exchange, st, ("t", "c", "b", "tok"))
+        pp_s, pp_bytes = on_rows(pp_p2p, st, ("t", "p", "d", "c", "tok"))
+        dpc = on_rows(dp_comm, st, ("t", "p", "d", "c", "e", "etp", "rc", "zero", "v", "sched"))
+    else:
+        tp_, (cp_f, cp_b, cp_hidden), (pp_s, pp_bytes), dpc = tp_comm(st), cp_exchange(st), pp_p2p(st), dp_comm(st)
     if st.cp_torch_ring and np.needed(st.c > 1):
         # PyTorch's CP ring loop waits for the exchanges its steps' SDPA calls cannot hide (cp_comm.py): time of
         # the attention op on the compute stream; a full recompute re-runs the forward loop (torchtitan's

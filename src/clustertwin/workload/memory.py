@@ -538,30 +538,10 @@ def memory_per_gpu(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches,
     return {k: np.where(use, middle[k], edge[k]) for k in edge}
 
 
-def _model_states(model: ModelSpec, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stack, schedule, dtype, offload,
-                  dual_rank):
-    """(weights, gradients, optimizer, parameters) of one rank (``_memory_rank``): they do not depend on the
-    micro-batch, the batch or the recompute, so one plan (xp.scalar_mode) computes them once per (model, stack,
-    dtype, gradient bytes, DualPipe rank, these degrees) in this process; layouts that differ only in the
-    others share them (as they share stage parameters and in-flight layer counts)."""
-    degrees = (tp, pp, dp, cp, ep, etp, vpp, zero, schedule, offload)
-    S = _PLAIN
-    for x in degrees:
-        if type(x) not in S or not np.in_scalar_mode():
-            return _model_states_of(model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stack, schedule, dtype,
-                                    offload, dual_rank)
-    key = (id(model), id(stack), dtype, float(grad_bytes), dual_rank, *degrees)
-    return np.memo(_STATES, key, model, _model_states_of, model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes,
-                   stack, schedule, dtype, offload, dual_rank, also=stack)
-
-
-# (id(model), id(stack), dtype, gradient bytes, dual_rank, degrees) -> (model, stack, model states) (xp.memo)
-_STATES: dict[tuple, tuple] = {}
-
-
-def _model_states_of(model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stack, schedule, dtype, offload,
-                     dual_rank):
-    """``_model_states`` computed (no memo)."""
+def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp, vpp, zero,
+                 sp, recompute_code, flash, runtime_overhead_bytes, grad_bytes, fp8, microbatch_group, stack,
+                 schedule, dtype, offload=0, activation_offload_layers=0, dual_rank: str | None = None):
+    """``memory_per_gpu`` of one rank (``dual_rank``: which DualPipe rank; see ``stage_params``)."""
     tp_f = np.asarray(tp, dtype=float)
     pp_f = np.asarray(pp, dtype=float)
     dp_f = np.asarray(dp, dtype=float)
@@ -569,6 +549,7 @@ def _model_states_of(model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stac
     ep_f = np.asarray(ep, dtype=float)
     vpp_f = np.asarray(vpp, dtype=float)
     zero = np.asarray(zero)
+    m = np.asarray(num_micro_batches, dtype=float)
     dense, expert = stage_params(model, tp_f, pp_f, ep_f, etp, vpp_f, schedule, dual_rank=dual_rank)
     d_dense = dp_f * cp_f
     d_exp = np.maximum(1.0, tp_f * dp_f * cp_f / (ep_f * np.asarray(etp, dtype=float)))
@@ -582,6 +563,7 @@ def _model_states_of(model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stac
     master = 0.0 if wide else 4.0
     if wide:
         grad_bytes = max(float(grad_bytes), 4.0)
+        flash = False
     # PyTorch FSDP (1 and 2) with mixed precision shards the FP32 parameters themselves (they are Adam's
     # master copy) and their FP32 gradients; Adam adds m and v: 4 + 4 + 8 = 16 B per sharded parameter
     # (MODELLING.md 2.1 "FSDP/ZeRO-3 (FP32 sharded master, BF16 gather): 16/d"); BF16 copies exist only
@@ -640,23 +622,6 @@ def _model_states_of(model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stac
         weights = weights + np.where(root, wb * out_layer, 0.0)
         grads = grads + np.where(root, wb * out_layer, 0.0)
 
-    return weights, grads, optim, params
-
-
-def _memory_rank(model: ModelSpec, *, seq_len, micro_batch, num_micro_batches, tp, pp, dp, cp, ep, etp, vpp, zero,
-                 sp, recompute_code, flash, runtime_overhead_bytes, grad_bytes, fp8, microbatch_group, stack,
-                 schedule, dtype, offload=0, activation_offload_layers=0, dual_rank: str | None = None):
-    """``memory_per_gpu`` of one rank (``dual_rank``: which DualPipe rank; see ``stage_params``)."""
-    weights, grads, optim, params = _model_states(model, tp, pp, dp, cp, ep, etp, vpp, zero, grad_bytes, stack,
-                                                  schedule, dtype, offload, dual_rank)
-    tp_f = np.asarray(tp, dtype=float)
-    pp_f = np.asarray(pp, dtype=float)
-    cp_f = np.asarray(cp, dtype=float)
-    vpp_f = np.asarray(vpp, dtype=float)
-    m = np.asarray(num_micro_batches, dtype=float)
-    wide = dtype in WIDE_DTYPES  # TF32 / FP32: 4-byte activations, no FlashAttention
-    if wide:
-        flash = False
     lowp = dtype in LOW_PRECISION_DTYPES if dtype is not None else bool(fp8)
     # FP8 / MXFP8 / NVFP4 linears that keep their saved inputs in 8 bit (Transformer Engine; DeepSeek's FP8
     # activation cache) vs those that save the BF16 input and cast again in backward (torchao Float8Linear:

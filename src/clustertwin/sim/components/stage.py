@@ -82,11 +82,6 @@ class Stage:
     v: np.ndarray | float = 1.0  # interleaved virtual stages per rank (pipeline layout)
     sched: np.ndarray | int = 0  # pipeline schedule code (workload.pipeline.PIPELINE_SCHEDULES)
     act_bytes: float = 2.0  # bytes per activation / activation-gradient / gathered-weight element (4: TF32, FP32)
-    # (id(model), id(hw), id(stack), s, flash, cp_comm, grad_reduce_bytes): what every field but the plan columns
-    # derives from (stage_inputs), the key of one plan's component memo (sim/costs.py on_rows); the objects
-    # themselves in memo_owners
-    memo_key: tuple = ()
-    memo_owners: tuple = ()
 
 
 def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_batch, recompute, zero,
@@ -116,8 +111,6 @@ def stage_inputs(model: ModelSpec, hw: Hardware, *, tp, pp, dp, cp, ep, micro_ba
         flash=bool(flash) and not wide, cp_comm=cp_comm,
         grad_reduce_bytes=max(float(grad_reduce_bytes), 4.0) if wide else float(grad_reduce_bytes),
         v=np.asarray(vpp, dtype=float), sched=np.asarray(schedule), act_bytes=4.0 if wide else 2.0,
-        memo_key=(id(model), id(hw), id(stack), s, bool(flash), cp_comm, float(grad_reduce_bytes)),
-        memo_owners=(model, hw, stack),
         **_stack_fields(stack),
     )
 
